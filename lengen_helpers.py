@@ -1,0 +1,1135 @@
+"""lengen: length generalization of positional encodings, at laptop scale.
+
+A small replication of Kazemnejad et al., "The Impact of Positional Encoding on Length
+Generalization in Transformers" (NeurIPS 2023). Everything the notebooks call lives here,
+in the order a reader meets it:
+
+    1. vocabulary and tasks            (copy, reverse; a registry for more)
+    2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
+    3. attention                       (written out, plus a fast path; KV cache)
+    4. blocks and models               (DecoderOnlyLM, Seq2SeqTransformer)
+    5. exact match                     (teacher-forced, per length)
+    6. training one run                (RunConfig, train_run, checkpoints)
+    7. the sweep                       (resumable, parallel, any concurrent.futures executor)
+    8. analysis                        (records -> tables, figures, mean reciprocal rank)
+    9. attention inspection            (pointer heads, Jensen-Shannon similarity to NoPE)
+   10. benchmarks                      (training throughput, KV cache)
+   11. command line                    (python -m lengen_helpers train|sweep|bench-kv)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__version__ = "0.1.0"
+
+REPO_ROOT = Path(__file__).resolve().parent
+RESULTS_DIR = REPO_ROOT / "results"
+FIGURES_DIR = REPO_ROOT / "figures"
+
+
+def _unknown(kind: str, name: str, valid: Iterable[str]) -> ValueError:
+    return ValueError(f"unknown {kind} {name!r}; valid choices: {', '.join(sorted(valid))}")
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Vocabulary and tasks
+# ---------------------------------------------------------------------------------------------
+
+PAD, BOS, SEP, EOS = 0, 1, 2, 3
+N_SPECIAL = 4
+N_SYMBOLS = 20
+VOCAB_SIZE = N_SPECIAL + N_SYMBOLS  # 24: PAD, BOS, SEP, EOS and 20 symbols
+
+
+class Task:
+    """A sequence-to-sequence task. Subclass, set `name`, implement `target`, and register.
+
+    `inputs` draws the prompt symbols for a length n; `target` maps them to the answer.
+    Both work on token ids (symbols are N_SPECIAL .. VOCAB_SIZE-1).
+    """
+
+    name: str = ""
+
+    def inputs(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        return torch.randint(N_SPECIAL, VOCAB_SIZE, (batch_size, n), generator=generator)
+
+    def target(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+TASKS: dict[str, type[Task]] = {}
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+    TASKS[cls.name] = cls
+    return cls
+
+
+@register_task
+class Copy(Task):
+    name = "copy"
+
+    def target(self, x: Tensor) -> Tensor:
+        return x.clone()
+
+
+@register_task
+class Reverse(Task):
+    name = "reverse"
+
+    def target(self, x: Tensor) -> Tensor:
+        return x.flip(-1)
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        raise _unknown("task", name, TASKS)
+    return TASKS[name]()
+
+
+@dataclass
+class Batch:
+    """Token rows [BOS, x1..xn, SEP, y1..ym, EOS] plus what the model needs to learn from them.
+
+    `positions` restart at 0 for every sequence and `segments` number the sequences in a row
+    (-1 for padding), so several sequences can share a row (packing) without seeing each other.
+    `loss_mask[b, t]` is True where tokens[b, t + 1] is a target symbol or EOS.
+    """
+
+    tokens: Tensor  # (B, T) long
+    positions: Tensor  # (B, T) long
+    segments: Tensor  # (B, T) long
+    loss_mask: Tensor  # (B, T - 1) bool
+
+    @property
+    def inputs(self) -> Tensor:
+        return self.tokens[:, :-1]
+
+    @property
+    def targets(self) -> Tensor:
+        return self.tokens[:, 1:]
+
+
+def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, int]:
+    """`batch_size` sequences of one length n: (tokens (B, T), index of SEP)."""
+    x = task.inputs(n, batch_size, generator)
+    y = task.target(x)
+    col = lambda v: torch.full((batch_size, 1), v, dtype=torch.long)  # noqa: E731
+    return torch.cat([col(BOS), x, col(SEP), y, col(EOS)], dim=1), 1 + x.shape[1]
+
+
+def single_length_batch(task: Task, n: int, batch_size: int, generator: torch.Generator) -> Batch:
+    """A batch in which every sequence has input length n (no padding)."""
+    tokens, sep = make_sequences(task, n, batch_size, generator)
+    B, T = tokens.shape
+    loss_mask = torch.zeros(B, T - 1, dtype=torch.bool)
+    loss_mask[:, sep:] = True  # predicts y1..ym and EOS
+    positions = torch.arange(T).expand(B, T)
+    return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), loss_mask)
+
+
+def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generator) -> list[tuple[Tensor, int]]:
+    """One sequence per entry of `lengths` (in order), drawn in one task call per distinct length."""
+    out: list[tuple[Tensor, int]] = [None] * len(lengths)  # type: ignore[list-item]
+    for n in sorted(set(lengths)):
+        idx = [i for i, m in enumerate(lengths) if m == n]
+        tokens, sep = make_sequences(task, n, len(idx), generator)
+        for row, i in zip(tokens, idx):
+            out[i] = (row, sep)
+    return out
+
+
+def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
+    """One training batch of len(lengths) sequences, packed into rows without wasted compute.
+
+    Sequences are placed first-fit-decreasing into rows no longer than the longest sequence;
+    attention is masked to each sequence and positions restart per sequence, so the loss (a
+    mean over all target tokens) equals that of the same sequences padded one per row.
+    """
+    seqs = _draw_by_length(task, [int(n) for n in lengths], generator)
+    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))
+    capacity = len(seqs[order[0]][0])
+    rows: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        L = len(seqs[i][0])
+        r = next((r for r, free in enumerate(room) if free >= L), None)
+        if r is None:
+            rows.append([])
+            room.append(capacity)
+            r = len(rows) - 1
+        rows[r].append(i)
+        room[r] -= L
+    B = len(rows)
+    tokens = torch.full((B, capacity), PAD, dtype=torch.long)
+    positions = torch.zeros(B, capacity, dtype=torch.long)
+    segments = torch.full((B, capacity), -1, dtype=torch.long)
+    loss_mask = torch.zeros(B, capacity, dtype=torch.bool)
+    ramp = torch.arange(capacity)
+    for r, members in enumerate(rows):
+        start = 0
+        for s, i in enumerate(members):
+            seq, sep = seqs[i]
+            end = start + len(seq)
+            tokens[r, start:end] = seq
+            positions[r, start:end] = ramp[: len(seq)]
+            segments[r, start:end] = s
+            loss_mask[r, start + sep : end - 1] = True  # inputs whose next token is y1..ym or EOS
+            start = end
+    return Batch(tokens, positions, segments, loss_mask[:, :-1])
+
+
+def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
+    """The same sequences as `packed_training_batch`, one per row, right-padded (the naive way)."""
+    seqs = _draw_by_length(task, [int(n) for n in lengths], generator)
+    T = max(len(t) for t, _ in seqs)
+    B = len(seqs)
+    tokens = torch.full((B, T), PAD, dtype=torch.long)
+    segments = torch.full((B, T), -1, dtype=torch.long)
+    loss_mask = torch.zeros(B, T, dtype=torch.bool)
+    for b, (t, sep) in enumerate(seqs):
+        L = len(t)
+        tokens[b, :L] = t
+        segments[b, :L] = 0
+        loss_mask[b, sep : L - 1] = True
+    positions = torch.arange(T).expand(B, T)
+    return Batch(tokens, positions, segments, loss_mask[:, :-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Positional encodings
+# ---------------------------------------------------------------------------------------------
+# Each encoding overrides one of three hooks: add to the token embeddings, rotate queries and
+# keys, or add a bias to the attention logits. `positions` are integer tensors (.., T).
+
+
+class PositionalEncoding(nn.Module):
+    name: str = ""
+
+    def __init__(self, cfg: "ModelConfig"):
+        super().__init__()
+        self.cfg = cfg
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        """Token embeddings (B, T, d) -> embeddings with absolute position added."""
+        return x
+
+    def rotary(self, positions: Tensor) -> Callable[[Tensor], Tensor] | None:
+        """A function that rotates queries and keys (B, H, T, dh) at `positions`, or None."""
+        return None
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """Additive attention bias (B or 1, H, Tq, Tk), shared by every layer, or None."""
+        return None
+
+
+POSITIONAL_ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
+ENCODINGS: dict[str, type[PositionalEncoding]] = {}
+
+
+def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
+    ENCODINGS[cls.name] = cls
+    return cls
+
+
+def make_encoding(cfg: "ModelConfig") -> PositionalEncoding:
+    if cfg.encoding not in ENCODINGS:
+        raise _unknown("positional encoding", cfg.encoding, ENCODINGS)
+    return ENCODINGS[cfg.encoding](cfg)
+
+
+def _pairwise(q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    """Query position minus key position, (.., Tq, Tk), with a leading batch axis."""
+    if q_pos.dim() == 1:
+        q_pos, k_pos = q_pos[None], k_pos[None]
+    return q_pos[:, :, None] - k_pos[:, None, :]
+
+
+@register_encoding
+class NoPE(PositionalEncoding):
+    """No positional information at all: only the causal mask tells tokens apart."""
+
+    name = "nope"
+
+
+def sinusoidal_table(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
+    """Vaswani et al.'s fixed encoding, sin half then cos half: (.., T) -> (.., T, d)."""
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    angles = positions.to(torch.float32)[..., None] * inv_freq
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+@register_encoding
+class Sinusoidal(PositionalEncoding):
+    name = "sinusoidal"
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x + sinusoidal_table(positions, x.shape[-1]).to(x.dtype)
+
+
+@register_encoding
+class Learned(PositionalEncoding):
+    """A trained table of absolute positions; rows past the training length stay untrained."""
+
+    name = "learned"
+
+    def __init__(self, cfg: "ModelConfig"):
+        super().__init__(cfg)
+        self.table = nn.Embedding(cfg.max_positions, cfg.d_model)
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        top = int(positions.max()) if positions.numel() else 0
+        if top >= self.cfg.max_positions:
+            raise ValueError(
+                f"position {top} is past the learned table's {self.cfg.max_positions} rows "
+                f"(max_positions={self.cfg.max_positions}); build the model with a larger max_positions"
+            )
+        return x + self.table(positions)
+
+
+@register_encoding
+class Rotary(PositionalEncoding):
+    """RoPE (GPT-J style, interleaved pairs) on the first `rope_fraction` of each head's dims."""
+
+    name = "rope"
+
+    def __init__(self, cfg: "ModelConfig"):
+        super().__init__(cfg)
+        self.rot_dims = rotary_dims(cfg)
+        inv_freq = cfg.rope_base ** (-torch.arange(0, self.rot_dims, 2, dtype=torch.float32) / self.rot_dims)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def rotary(self, positions: Tensor) -> Callable[[Tensor], Tensor]:
+        angles = positions.to(torch.float32)[..., None] * self.inv_freq  # (.., T, rot/2)
+        if angles.dim() == 3:
+            angles = angles[:, None]  # (B, 1, T, rot/2): broadcast over heads
+        turn = torch.polar(torch.ones_like(angles), angles)  # e^(i * angle)
+        r = self.rot_dims
+
+        def rotate(t: Tensor) -> Tensor:
+            # pairs (t0, t1), (t2, t3), .. as complex numbers, each turned by its angle
+            pairs = torch.view_as_complex(t[..., :r].float().reshape(*t.shape[:-1], r // 2, 2))
+            rotated = torch.view_as_real(pairs * turn).flatten(-2).to(t.dtype)
+            return rotated if r == t.shape[-1] else torch.cat([rotated, t[..., r:]], dim=-1)
+
+        return rotate
+
+
+def rotary_dims(cfg: "ModelConfig") -> int:
+    head_dim = cfg.d_model // cfg.n_heads
+    dims = round(head_dim * cfg.rope_fraction)
+    if not 0.0 < cfg.rope_fraction <= 1.0 or dims == 0 or dims % 2:
+        raise ValueError(
+            f"rope_fraction={cfg.rope_fraction} rotates {head_dim * cfg.rope_fraction:g} of each head's "
+            f"{head_dim} dims; rotary needs a positive even number (e.g. 0.25 -> {round(head_dim * 0.25)})"
+        )
+    return dims
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """Press et al.'s head slopes: geometric from 2^(-8/n); for n not a power of two, the slopes
+    of the nearest lower power of two, then every other slope of the next power of two."""
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2 ** (-8 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if n_heads & (n_heads - 1) == 0:
+        return torch.tensor(power_of_two(n_heads))
+    lower = 2 ** math.floor(math.log2(n_heads))
+    extra = power_of_two(2 * lower)[0::2][: n_heads - lower]
+    return torch.tensor(power_of_two(lower) + extra)
+
+
+@register_encoding
+class ALiBi(PositionalEncoding):
+    name = "alibi"
+
+    def __init__(self, cfg: "ModelConfig"):
+        super().__init__(cfg)
+        self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        distance = _pairwise(q_pos, k_pos).to(torch.float32)  # (B, Tq, Tk)
+        return -self.slopes[None, :, None, None] * distance[:, None]
+
+
+def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """T5's unidirectional bucket of a distance q - k >= 0: half the buckets exact, the rest
+    log-spaced up to max_distance; anything farther shares the last bucket."""
+    distance = distance.clamp(min=0)
+    max_exact = num_buckets // 2
+    is_small = distance < max_exact
+    scaled = torch.log(distance.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact)
+    large = max_exact + (scaled * (num_buckets - max_exact)).long()
+    large = large.clamp(max=num_buckets - 1)
+    return torch.where(is_small, distance, large)
+
+
+@register_encoding
+class T5Bias(PositionalEncoding):
+    """A learned scalar per (distance bucket, head), one table shared by all layers."""
+
+    name = "t5"
+
+    def __init__(self, cfg: "ModelConfig"):
+        super().__init__(cfg)
+        self.table = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        buckets = t5_bucket(_pairwise(q_pos, k_pos), self.cfg.t5_num_buckets, self.cfg.t5_max_distance)
+        return self.table(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Attention
+# ---------------------------------------------------------------------------------------------
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, bias: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(q k^T / sqrt(dh) + bias, masked) v, written out. Returns (output, weights).
+
+    q (.., Tq, dh), k and v (.., Tk, dh); `mask` is boolean, True where attention is allowed,
+    broadcastable to (.., Tq, Tk); `bias` is added to the logits before masking.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
+
+
+def causal_mask(tq: int, tk: int | None = None, device: torch.device | None = None) -> Tensor:
+    """(tq, tk) boolean: query i (the last tq of tk positions) sees keys up to itself."""
+    tk = tq if tk is None else tk
+    return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(diagonal=tk - tq)
+
+
+def padding_mask(tokens: Tensor) -> Tensor:
+    """(B, 1, 1, T) boolean: True at real tokens, so no query attends to PAD keys."""
+    return (tokens != PAD)[:, None, None, :]
+
+
+class KVCache:
+    """Keys and values of every layer, preallocated once for `max_len` positions.
+
+    Each step writes its new keys in place and attends over a view of the filled prefix, so the
+    cost of a step grows only with the attention over the cache, never with copies of it.
+    """
+
+    def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int, dtype=torch.float32):
+        shape = (n_layers, batch, n_heads, max_len, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype)
+        self.v = torch.zeros(shape, dtype=dtype)
+        self.length = 0  # positions filled so far
+        self.max_len = max_len
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.element_size() * (self.k.numel() + self.v.numel())
+
+    def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        start, end = self.length, self.length + k.shape[2]
+        if end > self.max_len:
+            raise ValueError(f"KV cache holds {self.max_len} positions; cannot write up to {end}")
+        self.k[layer, :, :, start:end] = k
+        self.v[layer, :, :, start:end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention from four linear maps; self- or cross-attention, optional KV cache."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.in_proj = nn.Linear(d_model, 3 * d_model)  # query, key and value maps stacked
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def _split(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, H, T, dh)
+        B, T, _ = x.shape
+        return x.reshape(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor | None = None,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
+        rotate: Callable[[Tensor], Tensor] | None = None,
+        cache: KVCache | None = None,
+        layer: int = 0,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """`mask` True = may attend; `bias` is added to the logits; `rotate` turns queries and new
+        keys (RoPE). With `cache`, x holds only new tokens, whose keys and values are written into
+        the cache (already rotated) at its current length; attention then covers the whole cache."""
+        if memory is None:  # one matmul for all three maps
+            q, k, v = self.in_proj(x).chunk(3, dim=-1)
+        else:
+            w, b, d = self.in_proj.weight, self.in_proj.bias, x.shape[-1]
+            q = F.linear(x, w[:d], b[:d])
+            k, v = F.linear(memory, w[d:], b[d:]).chunk(2, dim=-1)
+        q, k, v = self._split(q), self._split(k), self._split(v)
+        if rotate is not None:
+            q, k = rotate(q), rotate(k)
+        if cache is not None:
+            k, v = cache.append(layer, k, v)
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, bias)
+        else:
+            weights = None
+            attn_mask = None
+            if bias is not None:
+                attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+            elif mask is not None:
+                attn_mask = mask
+            drop = self.dropout if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)
+        B, H, T, dh = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, H * dh)), weights
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Blocks and models
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelConfig:
+    """The study's model by default: d_model 64, 4 heads, 3 layers, d_ff 256, post-LN, no dropout."""
+
+    encoding: str = "nope"
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 3
+    d_ff: int = 256
+    pre_norm: bool = False
+    dropout: float = 0.0
+    max_positions: int = 128  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
+    rope_fraction: float = 1.0  # the paper rotated 0.25
+    rope_base: float = 10000.0
+    t5_num_buckets: int = 32
+    t5_max_distance: int = 128
+
+    def __post_init__(self) -> None:
+        if self.encoding not in ENCODINGS:
+            raise _unknown("positional encoding", self.encoding, ENCODINGS)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.encoding == "rope":
+            rotary_dims(self)
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+
+
+class Block(nn.Module):
+    """Self-attention, optional cross-attention, feed-forward; each a residual, post- or pre-LN."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, pre_norm: bool, dropout: float = 0.0, cross: bool = False):
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout) if cross else None
+        self.norm_cross = nn.LayerNorm(d_model) if cross else None
+        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def _residual(self, x: Tensor, norm: nn.LayerNorm, f: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre_norm:
+            return x + self.drop(f(norm(x)))
+        return norm(x + self.drop(f(x)))
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, memory_mask: Tensor | None = None, **attn) -> tuple[Tensor, Tensor | None]:
+        weights = None
+
+        def self_attention(h: Tensor) -> Tensor:
+            nonlocal weights
+            out, weights = self.self_attn(h, **attn)
+            return out
+
+        x = self._residual(x, self.norm1, self_attention)
+        if self.cross_attn is not None:
+            x = self._residual(x, self.norm_cross, lambda h: self.cross_attn(h, memory=memory, mask=memory_mask)[0])
+        x = self._residual(x, self.norm2, self.ffn)
+        return x, weights
+
+
+@dataclass
+class Internals:
+    """What `DecoderOnlyLM.forward(..., return_internals=True)` exposes for inspection."""
+
+    attentions: list[Tensor]  # per layer, (B, H, T, T)
+    hidden_states: list[Tensor]  # embeddings, then the output of each layer, (B, T, d)
+
+
+class DecoderOnlyLM(nn.Module):
+    """A decoder-only Transformer whose positional encoding is chosen by name."""
+
+    def __init__(self, config: ModelConfig, vocab_size: int = VOCAB_SIZE):
+        super().__init__()
+        self.config, self.vocab_size = config, vocab_size
+        self.tok_emb = nn.Embedding(vocab_size, config.d_model)
+        self.pos = make_encoding(config)
+        self.blocks = nn.ModuleList(
+            Block(config.d_model, config.n_heads, config.d_ff, config.pre_norm, config.dropout) for _ in range(config.n_layers)
+        )
+        self.final_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
+        self.lm_head = nn.Linear(config.d_model, vocab_size)
+        self.apply(_init_weights)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(
+        self,
+        idx: Tensor,
+        positions: Tensor | None = None,
+        segments: Tensor | None = None,
+        cache: KVCache | None = None,
+        return_internals: bool = False,
+    ) -> Tensor | tuple[Tensor, Internals]:
+        """Token ids (B, T) -> logits (B, T, vocab).
+
+        positions: (B, T) or (T,), default 0..T-1 (offset by the cache length when caching).
+        segments: (B, T) sequence ids for packed rows; attention never crosses segments.
+        cache: a KVCache; idx then holds only the tokens not yet in it.
+        """
+        B, T = idx.shape
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {self.vocab_size}); got [{int(idx.min())}, {int(idx.max())}]")
+        past = cache.length if cache is not None else 0
+        if positions is None:
+            positions = torch.arange(past, past + T, device=idx.device)
+        k_pos = torch.arange(past + T, device=idx.device) if cache is not None else positions
+        mask = causal_mask(T, past + T, idx.device)
+        if segments is not None:
+            mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
+        bias = self.pos.bias(positions, k_pos)
+        x = self.pos.embed(self.tok_emb(idx), positions)
+        attn = dict(mask=mask, bias=bias, rotate=self.pos.rotary(positions), cache=cache, need_weights=return_internals)
+        attentions, hidden = [], [x]
+        for i, block in enumerate(self.blocks):
+            x, w = block(x, layer=i, **attn)
+            attentions.append(w)
+            hidden.append(x)
+        if cache is not None:
+            cache.length += T
+        logits = self.lm_head(self.final_norm(x))
+        if return_internals:
+            return logits, Internals(attentions, hidden)
+        return logits
+
+    def new_cache(self, batch: int, max_len: int) -> KVCache:
+        c = self.config
+        return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, self.lm_head.weight.dtype)
+
+    @torch.no_grad()
+    def generate(
+        self, prompt: Tensor, max_new_tokens: int, use_cache: bool = True, return_logits: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
+
+        With the cache, the prompt is run once and each step feeds only the newest token.
+        """
+        B, P = prompt.shape
+        out = torch.empty(B, P + max_new_tokens, dtype=torch.long, device=prompt.device)
+        out[:, :P] = prompt
+        step_logits = []
+        cache = self.new_cache(B, P + max_new_tokens) if use_cache else None
+        fed = prompt
+        for t in range(P, P + max_new_tokens):
+            logits = self(fed if use_cache else out[:, :t], cache=cache)[:, -1]
+            out[:, t] = logits.argmax(-1)
+            step_logits.append(logits)
+            fed = out[:, t : t + 1]
+        if return_logits:
+            return out, torch.stack(step_logits, dim=1)
+        return out
+
+
+def _init_weights(module: nn.Module) -> None:
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, std=0.02)
+        nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, std=0.02)
+
+
+class Seq2SeqTransformer(nn.Module):
+    """The original encoder-decoder Transformer (Vaswani et al. 2017) from the same blocks.
+
+    Sinusoidal positions added to sqrt(d)-scaled embeddings; the encoder sees all of the source
+    (minus padding), the decoder is causal and cross-attends to the encoder's output. Like
+    torch.nn.Transformer, both stacks end in a LayerNorm.
+    """
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 64, n_heads: int = 4, n_layers: int = 3,
+                 d_ff: int = 256, pre_norm: bool = False, dropout: float = 0.0):
+        super().__init__()
+        self.d_model = d_model
+        self.src_emb = nn.Embedding(src_vocab, d_model)
+        self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
+        self.encoder = nn.ModuleList(Block(d_model, n_heads, d_ff, pre_norm, dropout) for _ in range(n_layers))
+        self.decoder = nn.ModuleList(Block(d_model, n_heads, d_ff, pre_norm, dropout, cross=True) for _ in range(n_layers))
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.generator = nn.Linear(d_model, tgt_vocab)
+        self.drop = nn.Dropout(dropout)
+
+    def _embed(self, emb: nn.Embedding, tokens: Tensor) -> Tensor:
+        x = emb(tokens) * math.sqrt(self.d_model)
+        return self.drop(x + sinusoidal_table(torch.arange(tokens.shape[1], device=tokens.device), self.d_model))
+
+    def encode(self, src: Tensor) -> Tensor:
+        x, mask = self._embed(self.src_emb, src), padding_mask(src)
+        for block in self.encoder:
+            x, _ = block(x, mask=mask)
+        return self.encoder_norm(x)
+
+    def decode(self, tgt: Tensor, memory: Tensor, src: Tensor) -> Tensor:
+        x = self._embed(self.tgt_emb, tgt)
+        mask = causal_mask(tgt.shape[1], device=tgt.device)
+        for block in self.decoder:
+            x, _ = block(x, memory=memory, memory_mask=padding_mask(src), mask=mask)
+        return self.decoder_norm(x)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        return self.generator(self.decode(tgt, self.encode(src), src))
+
+    @torch.no_grad()
+    def greedy_decode(self, src: Tensor, max_len: int, bos: int = BOS, eos: int = EOS) -> Tensor:
+        memory = self.encode(src)
+        out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+        for _ in range(max_len):
+            nxt = self.generator(self.decode(out, memory, src)[:, -1]).argmax(-1, keepdim=True)
+            out = torch.cat([out, nxt], dim=1)
+            if bool((out == eos).any(dim=1).all()):
+                break
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Exact match
+# ---------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def exact_match_rows(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """(B,) bool: every target symbol and EOS is the argmax given the true prefix.
+
+    Equivalent to greedy decoding reproducing the whole answer: if every step's argmax is the
+    true token, greedy decoding follows the true prefix; at the first wrong argmax, it fails.
+    """
+    logits = model(batch.inputs, positions=batch.positions[:, :-1])
+    hit = (logits.argmax(-1) == batch.targets) | ~batch.loss_mask
+    return hit.all(dim=1)
+
+
+def eval_generator(task: str, n: int, seed: int) -> torch.Generator:
+    """The evaluation sequences depend only on (task, n, seed): the same for every model."""
+    digest = hashlib.sha256(f"{task}/{n}/{seed}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+
+
+def exact_match_by_length(
+    model: DecoderOnlyLM, task: str, lengths: Iterable[int], n_per_length: int = 256, seed: int = 1234,
+    batch_size: int = 256,
+) -> dict[int, float]:
+    """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced)."""
+    t = get_task(task)
+    was_training = model.training
+    model.eval()
+    out: dict[int, float] = {}
+    for n in lengths:
+        g = eval_generator(task, n, seed)
+        batch = single_length_batch(t, n, n_per_length, g)
+        hits = [exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)]
+        out[int(n)] = float(torch.cat(hits).float().mean())
+    model.train(was_training)
+    return out
+
+
+def _slice_batch(b: Batch, i: int, j: int) -> Batch:
+    return Batch(b.tokens[i:j], b.positions[i:j], b.segments[i:j], b.loss_mask[i:j])
+
+
+def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """(B,) bool by step-by-step greedy generation from [BOS, x, SEP]: the slow reference."""
+    sep = int(batch.loss_mask[0].nonzero()[0]) + 1 if batch.loss_mask.any() else batch.tokens.shape[1]
+    prompt, answer = batch.tokens[:, :sep], batch.tokens[:, sep:]
+    was_training = model.training
+    model.eval()
+    generated = model.generate(prompt, answer.shape[1])[:, sep:]
+    model.train(was_training)
+    return (generated == answer).all(dim=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Training one run
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunConfig:
+    """One training run. Defaults are the study's settings (the seed write-up's, see README)."""
+
+    task: str = "copy"
+    model: ModelConfig = field(default_factory=ModelConfig)  # model.encoding names the encoding
+    seed: int = 0
+    train_min_len: int = 1
+    train_max_len: int = 16
+    batch_size: int = 64
+    steps: int = 5000
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_steps: int = 250  # linear warm-up, then cosine decay to zero
+    grad_clip: float = 1.0
+    eval_max_len: int = 48
+    eval_per_length: int = 256
+    eval_seed: int = 1234  # apart from the training seeds: the same test set for every model
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):
+            self.model = ModelConfig(**self.model)
+        get_task(self.task)  # raises on an unknown task
+        longest = 2 * self.eval_max_len + 3
+        if self.model.encoding == "learned" and longest > self.model.max_positions:
+            raise ValueError(
+                f"eval_max_len={self.eval_max_len} needs {longest} positions but the learned table has "
+                f"max_positions={self.model.max_positions}"
+            )
+
+    @property
+    def encoding(self) -> str:
+        return self.model.encoding
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}-{self.encoding}-s{self.seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        return cls(**d)
+
+    @property
+    def hash(self) -> str:
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
+    """RunConfig from names; overrides may set RunConfig fields or ModelConfig fields."""
+    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
+    return RunConfig(task=task, model=ModelConfig(encoding=encoding, **model_kw), seed=seed, **overrides)
+
+
+def lr_at(step: int, cfg: RunConfig) -> float:
+    """Linear warm-up to cfg.lr over warmup_steps, then cosine decay to zero at cfg.steps."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def training_batch(task: Task, cfg: RunConfig, generator: torch.Generator, packed: bool = True) -> Batch:
+    """batch_size sequences, each with n drawn uniformly from [train_min_len, train_max_len]."""
+    lengths = torch.randint(cfg.train_min_len, cfg.train_max_len + 1, (cfg.batch_size,), generator=generator)
+    make = packed_training_batch if packed else padded_training_batch
+    return make(task, lengths.tolist(), generator)
+
+
+def batch_loss(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """Mean cross-entropy over the target tokens (y1..ym, EOS) of every sequence in the batch."""
+    logits = model(batch.inputs, positions=batch.positions[:, :-1], segments=batch.segments[:, :-1])
+    return F.cross_entropy(logits[batch.loss_mask], batch.targets[batch.loss_mask])
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary file in the same folder, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=1)))
+
+
+def library_versions() -> dict[str, str]:
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__, "lengen": __version__}
+
+
+def _progress(iterable, total: int, desc: str, enabled: bool):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, mininterval=1.0)
+
+
+def train_run(
+    config: RunConfig, checkpoint: Path | None = None, checkpoint_every: int = 500, progress: bool = True
+) -> tuple[DecoderOnlyLM, dict[str, Any]]:
+    """Train one model and evaluate it at every length. Returns (model, record).
+
+    Deterministic for a given config on a given machine and thread count. With `checkpoint`,
+    state is saved every `checkpoint_every` steps and an existing checkpoint is resumed from.
+    """
+    t0 = time.perf_counter()
+    task = get_task(config.task)
+    torch.manual_seed(config.seed)
+    model = DecoderOnlyLM(config.model)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    data = torch.Generator().manual_seed(config.seed)
+    losses: list[float] = []
+    tokens_seen, start = 0, 0
+    if checkpoint is not None and checkpoint.exists():
+        state = torch.load(checkpoint, weights_only=False)
+        if state["config_hash"] != config.hash:
+            raise ValueError(f"checkpoint {checkpoint} belongs to another config ({state['config_hash']} != {config.hash})")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        data.set_state(state["data_rng"])
+        losses, tokens_seen, start = state["losses"], state["tokens_seen"], state["step"]
+    model.train()
+    t_train = time.perf_counter()
+    for step in _progress(range(start, config.steps), config.steps - start, config.name, progress):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, config)
+        batch = training_batch(task, config, data)
+        loss = batch_loss(model, batch)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"run {config.name} ({config.hash}): loss became {loss.item()} at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        opt.step()
+        losses.append(loss.item())
+        tokens_seen += int((batch.segments >= 0).sum())
+        if checkpoint is not None and (step + 1) % checkpoint_every == 0 and step + 1 < config.steps:
+            state = dict(config_hash=config.hash, model=model.state_dict(), optimizer=opt.state_dict(),
+                         data_rng=data.get_state(), losses=losses, tokens_seen=tokens_seen, step=step + 1)
+            _atomic_write(checkpoint, lambda p: torch.save(state, p))
+    train_time = time.perf_counter() - t_train
+    t_eval = time.perf_counter()
+    lengths = range(1, config.eval_max_len + 1)
+    em = exact_match_by_length(model, config.task, lengths, config.eval_per_length, config.eval_seed)
+    eval_time = time.perf_counter() - t_eval
+    every = max(1, config.steps // 100)
+    in_dist = [em[n] for n in range(config.train_min_len, config.train_max_len + 1)]
+    record = {
+        "name": config.name,
+        "config": config.to_dict(),
+        "config_hash": config.hash,
+        "versions": library_versions(),
+        "n_parameters": model.num_parameters(),
+        "resumed_from_step": start,
+        "loss_curve": {"every": every, "mean_loss": [float(np.mean(losses[i : i + every])) for i in range(0, len(losses), every)]},
+        "exact_match": {str(n): v for n, v in em.items()},
+        "in_distribution_mean": float(np.mean(in_dist)),
+        "wall_time_s": time.perf_counter() - t0,
+        "train_time_s": train_time,
+        "eval_time_s": eval_time,
+        "steps_per_s": (config.steps - start) / train_time if train_time > 0 else float("nan"),
+        "train_tokens_per_s": tokens_seen / max(train_time, 1e-9) if start == 0 else None,
+        "threads": torch.get_num_threads(),
+    }
+    return model, record
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. The sweep: resumable, parallel, any concurrent.futures executor
+# ---------------------------------------------------------------------------------------------
+
+
+def grid(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[str] = POSITIONAL_ENCODINGS,
+         seeds: Sequence[int] = range(5), **overrides: Any) -> list[RunConfig]:
+    """Every (task, encoding, seed) combination, seed-major (a partial grid has whole seeds first)."""
+    return [make_run(t, e, s, **dict(overrides)) for s in seeds for t in tasks for e in encodings]
+
+
+def record_path(results_dir: Path, cfg: RunConfig) -> Path:
+    return Path(results_dir) / "runs" / f"{cfg.name}-{cfg.hash}.json"
+
+
+def weights_path(results_dir: Path, cfg: RunConfig) -> Path:
+    return Path(results_dir) / "weights" / f"{cfg.name}-{cfg.hash}.pt"
+
+
+def checkpoint_path(results_dir: Path, cfg: RunConfig) -> Path:
+    return Path(results_dir) / "checkpoints" / f"{cfg.name}-{cfg.hash}.pt"
+
+
+class CorruptRecord(ValueError):
+    pass
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A run record, checked for completeness; raises CorruptRecord naming the file and the fault."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptRecord(f"{path}: not valid JSON ({e})") from None
+    missing = [k for k in ("config", "config_hash", "exact_match", "loss_curve") if k not in rec]
+    if missing:
+        raise CorruptRecord(f"{path}: incomplete record, missing {', '.join(missing)}")
+    if RunConfig.from_dict(rec["config"]).hash != rec["config_hash"]:
+        raise CorruptRecord(f"{path}: config does not match its hash {rec['config_hash']}")
+    return rec
+
+
+def run_and_save(config: RunConfig | dict, results_dir: str | Path, save_weights: bool | None = None,
+                 threads: int = 1) -> dict[str, Any]:
+    """Train one run (resuming from its checkpoint), then write weights and record atomically.
+
+    The sweep's unit of work; top level so any executor can pickle it. Seed-0 weights are kept
+    by default so later notebooks can inspect the models without retraining.
+    """
+    torch.set_num_threads(threads)
+    cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
+    results_dir = Path(results_dir)
+    ckpt = checkpoint_path(results_dir, cfg)
+    model, record = train_run(cfg, checkpoint=ckpt, progress=False)
+    if save_weights if save_weights is not None else cfg.seed == 0:
+        _atomic_write(weights_path(results_dir, cfg), lambda p: torch.save(model.state_dict(), p))
+    _atomic_json(record_path(results_dir, cfg), record)
+    ckpt.unlink(missing_ok=True)
+    return record
+
+
+def _set_one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, executor: Executor | None = None,
+          max_workers: int | None = None, progress: bool = True) -> list[dict[str, Any]]:
+    """Run what `results_dir` lacks; return every config's record, in the order given.
+
+    Done runs are found by config hash, so a changed setting never gets a stale record. A corrupt
+    record is reported by name, kept beside as `.corrupt`, and its run re-done. A run that was
+    killed resumes from its last checkpoint. By default one process per core, one thread each;
+    pass any concurrent.futures-style executor (e.g. a Dask client's) to run elsewhere.
+    """
+    results_dir = Path(results_dir)
+    records: dict[str, dict] = {}
+    todo: list[RunConfig] = []
+    for cfg in configs:
+        path = record_path(results_dir, cfg)
+        if path.exists():
+            try:
+                records[cfg.hash] = read_record(path)
+                continue
+            except CorruptRecord as e:
+                keep = path.with_suffix(f".corrupt-{int(time.time())}")
+                print(f"sweep: {e}; moved to {keep.name} and re-running {cfg.name}", file=sys.stderr)
+                path.rename(keep)
+        todo.append(cfg)
+    if todo:
+        own = executor is None
+        if own:
+            workers = max_workers or os.cpu_count() or 1
+            executor = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_set_one_thread)
+        try:
+            futures = {executor.submit(run_and_save, cfg.to_dict(), str(results_dir)): cfg for cfg in todo}
+            for fut in _progress(as_completed(futures), len(futures), "sweep", progress):
+                cfg = futures[fut]
+                records[cfg.hash] = fut.result()
+        finally:
+            if own:
+                executor.shutdown(cancel_futures=True)
+    return [records[cfg.hash] for cfg in configs]
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. Command line
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m lengen_helpers", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    tr = sub.add_parser("train", help="train and evaluate one run, saving its record (and weights)")
+    tr.add_argument("--task", required=True, choices=sorted(TASKS))
+    tr.add_argument("--encoding", required=True, choices=sorted(ENCODINGS))
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--steps", type=int, default=RunConfig.steps)
+    tr.add_argument("--results", type=Path, default=RESULTS_DIR)
+    sw = sub.add_parser("sweep", help="run the grid's missing runs (resumable)")
+    sw.add_argument("--tasks", nargs="+", default=["copy", "reverse"], choices=sorted(TASKS))
+    sw.add_argument("--encodings", nargs="+", default=list(POSITIONAL_ENCODINGS), choices=sorted(ENCODINGS))
+    sw.add_argument("--seeds", nargs="+", type=int, default=list(range(5)))
+    sw.add_argument("--steps", type=int, default=RunConfig.steps)
+    sw.add_argument("--workers", type=int, default=None, help="processes (default: one per core)")
+    sw.add_argument("--results", type=Path, default=RESULTS_DIR)
+    sw.add_argument("--scheduler", default=None, help="a Dask scheduler address, to run on a cluster")
+    args = p.parse_args(argv)
+
+    if args.cmd == "train":
+        cfg = make_run(args.task, args.encoding, args.seed, steps=args.steps)
+        torch.set_num_threads(1)
+        model, rec = train_run(cfg, checkpoint=checkpoint_path(args.results, cfg))
+        if cfg.seed == 0:
+            _atomic_write(weights_path(args.results, cfg), lambda q: torch.save(model.state_dict(), q))
+        _atomic_json(record_path(args.results, cfg), rec)
+        checkpoint_path(args.results, cfg).unlink(missing_ok=True)
+        print(f"{cfg.name}: in-distribution {rec['in_distribution_mean']:.3f}, "
+              f"n=17 {rec['exact_match']['17']:.3f}, {rec['wall_time_s']:.0f} s -> {record_path(args.results, cfg)}")
+    elif args.cmd == "sweep":
+        configs = grid(args.tasks, args.encodings, args.seeds, steps=args.steps)
+        t0 = time.perf_counter()
+        if args.scheduler:
+            from distributed import Client
+
+            with Client(args.scheduler) as client:
+                recs = sweep(configs, args.results, executor=client.get_executor())
+        else:
+            recs = sweep(configs, args.results, max_workers=args.workers)
+        print(f"{len(recs)} runs in {args.results} ({time.perf_counter() - t0:.0f} s wall)")
+
+
+if __name__ == "__main__":
+    # re-import so that pickled functions belong to `lengen_helpers`, not `__main__`
+    import lengen_helpers
+
+    lengen_helpers.main()
