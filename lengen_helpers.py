@@ -608,6 +608,7 @@ class DecoderOnlyLM(nn.Module):
         self.final_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, vocab_size)
         self.apply(_init_weights)
+        nn.init.normal_(self.tok_emb.weight, std=1.0)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -680,6 +681,8 @@ class DecoderOnlyLM(nn.Module):
 
 
 def _init_weights(module: nn.Module) -> None:
+    """Linear maps and tables N(0, 0.02) as in GPT-2; token embeddings are set to N(0, 1) by the
+    model, so content and the sinusoidal table (entries in [-1, 1]) start on the same scale."""
     if isinstance(module, nn.Linear):
         nn.init.normal_(module.weight, std=0.02)
         nn.init.zeros_(module.bias)
@@ -737,6 +740,50 @@ class Seq2SeqTransformer(nn.Module):
             if bool((out == eos).any(dim=1).all()):
                 break
         return out
+
+
+# PyTorch's own modules serve as references: copy their weights into ours, compare outputs.
+
+
+def load_mha_weights(ours: MultiHeadAttention, ref: nn.MultiheadAttention) -> None:
+    """Copy torch.nn.MultiheadAttention's weights into ours (same stacked q, k, v layout)."""
+    with torch.no_grad():
+        ours.in_proj.weight.copy_(ref.in_proj_weight)
+        ours.in_proj.bias.copy_(ref.in_proj_bias)
+        ours.out_proj.weight.copy_(ref.out_proj.weight)
+        ours.out_proj.bias.copy_(ref.out_proj.bias)
+
+
+def _load_block(ours: Block, ref: nn.Module) -> None:
+    load_mha_weights(ours.self_attn, ref.self_attn)
+    norms = [(ours.norm1, ref.norm1), (ours.norm2, ref.norm2)]
+    if ours.cross_attn is not None:  # decoder layer: norm1 self, norm2 cross, norm3 feed-forward
+        load_mha_weights(ours.cross_attn, ref.multihead_attn)
+        norms = [(ours.norm1, ref.norm1), (ours.norm_cross, ref.norm2), (ours.norm2, ref.norm3)]
+    with torch.no_grad():
+        for mine, theirs in norms + [(ours.ffn[0], ref.linear1), (ours.ffn[3], ref.linear2)]:
+            mine.weight.copy_(theirs.weight)
+            mine.bias.copy_(theirs.bias)
+
+
+def load_torch_transformer_weights(ours: Seq2SeqTransformer, ref: nn.Transformer) -> None:
+    """Copy every weight of torch.nn.Transformer (batch_first, ReLU) into our encoder-decoder."""
+    for mine, theirs in zip(ours.encoder, ref.encoder.layers):
+        _load_block(mine, theirs)
+    for mine, theirs in zip(ours.decoder, ref.decoder.layers):
+        _load_block(mine, theirs)
+    with torch.no_grad():
+        for mine, theirs in [(ours.encoder_norm, ref.encoder.norm), (ours.decoder_norm, ref.decoder.norm)]:
+            mine.weight.copy_(theirs.weight)
+            mine.bias.copy_(theirs.bias)
+
+
+@torch.no_grad()
+def torch_transformer_reference(ours: Seq2SeqTransformer, ref: nn.Transformer, src: Tensor, tgt: Tensor) -> Tensor:
+    """torch.nn.Transformer's decoder output on our embeddings of (src, tgt), to compare with ours.decode."""
+    src_pad = src == PAD
+    return ref(ours._embed(ours.src_emb, src), ours._embed(ours.tgt_emb, tgt),
+               tgt_mask=~causal_mask(tgt.shape[1]), src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -823,6 +870,11 @@ class RunConfig:
         if isinstance(self.model, dict):
             self.model = ModelConfig(**self.model)
         get_task(self.task)  # raises on an unknown task
+        if not 1 <= self.train_min_len <= self.train_max_len <= self.eval_max_len:
+            raise ValueError(
+                f"need 1 <= train_min_len ({self.train_min_len}) <= train_max_len ({self.train_max_len}) "
+                f"<= eval_max_len ({self.eval_max_len})"
+            )
         longest = 2 * self.eval_max_len + 3
         if self.model.encoding == "learned" and longest > self.model.max_positions:
             raise ValueError(

@@ -1,0 +1,85 @@
+"""Our attention, multi-head attention and encoder-decoder against PyTorch's references."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import lengen_helpers as L
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "padding"])
+def test_written_attention_matches_torch_sdpa(with_bias, mask_kind):
+    q, k, v = (torch.randn(2, 4, 7, 16) for _ in range(3))
+    mask = {"none": None, "causal": L.causal_mask(7),
+            "padding": L.padding_mask(torch.tensor([[5] * 7, [5] * 4 + [L.PAD] * 3]))}[mask_kind]
+    bias = torch.randn(1, 4, 7, 7) if with_bias else None
+    ours, weights = L.scaled_dot_product_attention(q, k, v, mask, bias)
+    attn_mask = bias if bias is not None else None
+    if mask is not None:
+        attn_mask = mask if bias is None else bias.masked_fill(~mask, float("-inf"))
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+    assert (ours - ref).abs().max() < 1e-5
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 7))
+    if mask is not None:
+        assert (weights.masked_select(~mask.expand_as(weights)) == 0).all()
+
+
+def test_causal_mask_shapes_and_cache_offset():
+    assert torch.equal(L.causal_mask(3), torch.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]], dtype=torch.bool))
+    # the last 2 queries of 4 positions (what a cached step sees)
+    assert torch.equal(L.causal_mask(2, 4), torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.bool))
+
+
+def test_padding_mask_hides_pad_keys():
+    m = L.padding_mask(torch.tensor([[4, 5, L.PAD]]))
+    assert m.shape == (1, 1, 1, 3) and m.flatten().tolist() == [True, True, False]
+
+
+def test_fast_path_equals_written_out_path():
+    mha = L.MultiHeadAttention(32, 4).eval()
+    x = torch.randn(3, 9, 32)
+    mask, bias = L.causal_mask(9), torch.randn(1, 4, 9, 9)
+    fast, none = mha(x, mask=mask, bias=bias)
+    slow, w = mha(x, mask=mask, bias=bias, need_weights=True)
+    assert none is None and w.shape == (3, 4, 9, 9)
+    assert (fast - slow).abs().max() < 1e-5
+
+
+def test_multihead_attention_matches_torch_multiheadattention():
+    ref = nn.MultiheadAttention(32, 4, batch_first=True).eval()
+    ours = L.MultiHeadAttention(32, 4).eval()
+    L.load_mha_weights(ours, ref)
+    x, mem = torch.randn(2, 6, 32), torch.randn(2, 5, 32)
+    mask = L.causal_mask(6)
+    r, rw = ref(x, x, x, attn_mask=~mask, average_attn_weights=False)
+    o, ow = ours(x, mask=mask, need_weights=True)
+    assert (o - r).abs().max() < 1e-5 and (ow - rw).abs().max() < 1e-5
+    r, _ = ref(x, mem, mem)  # cross-attention
+    o, _ = ours(x, memory=mem)
+    assert (o - r).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_seq2seq_matches_torch_transformer(pre_norm):
+    ours = L.Seq2SeqTransformer(L.VOCAB_SIZE, L.VOCAB_SIZE, d_model=32, n_heads=4, n_layers=2, d_ff=64, pre_norm=pre_norm).eval()
+    ref = nn.Transformer(32, 4, 2, 2, 64, dropout=0.0, batch_first=True, norm_first=pre_norm).eval()
+    L.load_torch_transformer_weights(ours, ref)
+    src = torch.randint(4, L.VOCAB_SIZE, (3, 8))
+    src[2, 5:] = L.PAD
+    tgt = torch.randint(4, L.VOCAB_SIZE, (3, 6))
+    ref_out = L.torch_transformer_reference(ours, ref, src, tgt)
+    ours_out = ours.decode(tgt, ours.encode(src), src)
+    assert (ours_out - ref_out).abs().max() < 1e-4
+
+
+def test_seq2seq_greedy_decode_shapes():
+    m = L.Seq2SeqTransformer(L.VOCAB_SIZE, L.VOCAB_SIZE).eval()
+    out = m.greedy_decode(torch.randint(4, 24, (2, 5)), max_len=7)
+    assert out.shape[0] == 2 and out[:, 0].eq(L.BOS).all() and out.shape[1] <= 8
+
+
+def test_mha_rejects_indivisible_heads():
+    with pytest.raises(ValueError, match="not divisible"):
+        L.MultiHeadAttention(30, 4)

@@ -1,0 +1,90 @@
+"""DecoderOnlyLM: cached generation, packing, inspection, and bad input."""
+
+import pytest
+import torch
+
+import lengen_helpers as L
+
+
+def perturbed_model(encoding: str, pre_norm: bool = False) -> L.DecoderOnlyLM:
+    """An untrained model with every weight nudged off its init, so biases and tables matter."""
+    m = L.DecoderOnlyLM(L.ModelConfig(encoding=encoding, pre_norm=pre_norm)).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return m
+
+
+@pytest.mark.parametrize("encoding", L.POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("batch, prompt_len", [(1, 1), (1, 16), (64, 5), (64, 16)])
+def test_cached_and_uncached_generation_agree(encoding, batch, prompt_len):
+    m = perturbed_model(encoding)
+    prompt = torch.randint(4, L.VOCAB_SIZE, (batch, prompt_len))
+    a, la = m.generate(prompt, 24, use_cache=True, return_logits=True)
+    b, lb = m.generate(prompt, 24, use_cache=False, return_logits=True)
+    assert torch.equal(a, b)
+    assert (la - lb).abs().max() < 1e-5
+    assert torch.equal(a[:, :prompt_len], prompt)
+
+
+def test_cache_is_allocated_once_and_sized():
+    m = perturbed_model("rope")
+    cache = m.new_cache(64, 144)
+    k_ptr = cache.k.data_ptr()
+    m(torch.randint(4, 24, (64, 16)), cache=cache)
+    for _ in range(5):
+        m(torch.randint(4, 24, (64, 1)), cache=cache)
+    assert cache.length == 21 and cache.k.data_ptr() == k_ptr
+    assert cache.nbytes == 2 * 3 * 64 * 4 * 144 * 16 * 4  # k and v, layers, batch, heads, positions, dh, fp32
+    with pytest.raises(ValueError, match="holds 144 positions"):
+        m(torch.randint(4, 24, (64, 200)), cache=cache)
+
+
+@pytest.mark.parametrize("encoding", L.POSITIONAL_ENCODINGS)
+def test_packed_batch_gives_the_padded_loss_and_gradients(encoding):
+    m = perturbed_model(encoding, pre_norm=encoding == "rope").train()
+    task, lengths = L.get_task("reverse"), [3, 16, 1, 8, 9, 12, 2, 5, 16, 7]
+    packed = L.packed_training_batch(task, lengths, torch.Generator().manual_seed(1))
+    padded = L.padded_training_batch(task, lengths, torch.Generator().manual_seed(1))
+    assert packed.tokens.shape[0] < padded.tokens.shape[0]  # fewer rows: padding compute saved
+    assert packed.loss_mask.sum() == padded.loss_mask.sum() == sum(n + 1 for n in lengths)
+    grads = []
+    for batch in (packed, padded):
+        m.zero_grad()
+        loss = L.batch_loss(m, batch)
+        loss.backward()
+        grads.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
+    (l1, g1), (l2, g2) = grads
+    assert abs(l1 - l2) < 1e-5
+    assert max((a - b).abs().max().item() for a, b in zip(g1, g2)) < 1e-5
+
+
+def test_internals_expose_every_layer():
+    m = perturbed_model("alibi")
+    x = torch.randint(4, 24, (2, 9))
+    logits, internals = m(x, return_internals=True)
+    assert logits.shape == (2, 9, L.VOCAB_SIZE)
+    assert len(internals.attentions) == 3 and internals.attentions[0].shape == (2, 4, 9, 9)
+    assert len(internals.hidden_states) == 4 and internals.hidden_states[-1].shape == (2, 9, 64)
+    assert torch.allclose(internals.attentions[1].sum(-1), torch.ones(2, 4, 9), atol=1e-5)
+    assert (internals.attentions[0].triu(1) == 0).all()  # causal
+
+
+def test_default_model_matches_the_study_settings():
+    c = L.ModelConfig()
+    assert (c.d_model, c.n_heads, c.n_layers, c.d_ff, c.pre_norm, c.dropout) == (64, 4, 3, 256, False, 0.0)
+    n = L.DecoderOnlyLM(c).num_parameters()
+    assert 140_000 < n < 160_000  # about 150k, as in the seed write-up
+
+
+def test_token_ids_outside_the_vocabulary_are_refused():
+    m = L.DecoderOnlyLM(L.ModelConfig())
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 24\)"):
+        m(torch.tensor([[1, 2, 24]]))
+    with pytest.raises(ValueError, match="token ids"):
+        m(torch.tensor([[-1, 2]]))
+
+
+def test_d_model_not_divisible_by_heads_is_refused():
+    with pytest.raises(ValueError, match="d_model=66 is not divisible by n_heads=4"):
+        L.ModelConfig(d_model=66)

@@ -1,0 +1,84 @@
+"""Task formats, exact match (teacher-forced against greedy generation)."""
+
+import pytest
+import torch
+
+import lengen_helpers as L
+
+
+def test_sequence_format_and_loss_mask():
+    g = torch.Generator().manual_seed(0)
+    b = L.single_length_batch(L.get_task("reverse"), 4, 3, g)
+    t = b.tokens[0]
+    assert t.shape == (11,) and t[0] == L.BOS and t[5] == L.SEP and t[10] == L.EOS
+    assert torch.equal(t[6:10], t[1:5].flip(0))
+    assert ((t[1:5] >= L.N_SPECIAL) & (t[1:5] < L.VOCAB_SIZE)).all()
+    # the loss covers the inputs whose next token is y1..y4 or EOS: indices 5..9
+    assert b.loss_mask[0].nonzero().flatten().tolist() == [5, 6, 7, 8, 9]
+    c = L.single_length_batch(L.get_task("copy"), 4, 1, torch.Generator().manual_seed(1)).tokens[0]
+    assert torch.equal(c[6:10], c[1:5])
+
+
+def test_unknown_task_lists_valid_names():
+    with pytest.raises(ValueError, match="unknown task 'sort'.*copy, reverse"):
+        L.get_task("sort")
+    with pytest.raises(ValueError, match="unknown task"):
+        L.make_run("sort", "nope")
+
+
+def test_packed_rows_never_mix_sequences_and_restart_positions():
+    b = L.packed_training_batch(L.get_task("copy"), [16, 1, 1, 2, 5, 16], torch.Generator().manual_seed(0))
+    assert b.tokens.shape[1] == 35  # rows as long as the longest sequence
+    for row, pos, seg in zip(b.tokens, b.positions, b.segments):
+        for s in seg.unique():
+            if s < 0:
+                assert (row[seg == s] == L.PAD).all()
+                continue
+            assert torch.equal(pos[seg == s], torch.arange(int((seg == s).sum())))
+            assert row[seg == s][0] == L.BOS and row[seg == s][-1] == L.EOS
+
+
+def briefly_trained(task: str, steps: int) -> L.DecoderOnlyLM:
+    cfg = L.make_run(task, "nope", 0, steps=steps, train_max_len=6, eval_max_len=6, eval_per_length=8, warmup_steps=20)
+    model, _ = L.train_run(cfg, progress=False)
+    return model.eval()
+
+
+@pytest.mark.parametrize("steps", [0, 300])
+def test_teacher_forced_exact_match_equals_greedy_generation(steps):
+    """On an untrained model (all rows wrong) and a partly trained one (a mix of right and wrong
+    rows, where a wrong early token could in principle be 'repaired' later by greedy decoding)."""
+    torch.manual_seed(0)
+    model = briefly_trained("reverse", steps) if steps else L.DecoderOnlyLM(L.ModelConfig())
+    mixed = False
+    for n in (3, 5, 6, 8):
+        batch = L.single_length_batch(L.get_task("reverse"), n, 128, torch.Generator().manual_seed(n))
+        fast, slow = L.exact_match_rows(model, batch), L.greedy_exact_match(model, batch)
+        assert torch.equal(fast, slow)
+        mixed |= bool(fast.any() and not fast.all())
+    assert mixed or steps == 0, "the partly trained model should get some rows right and some wrong"
+
+
+def test_exact_match_by_length_uses_the_same_sequences_for_every_model():
+    a = L.single_length_batch(L.get_task("copy"), 7, 4, L.eval_generator("copy", 7, 1234))
+    b = L.single_length_batch(L.get_task("copy"), 7, 4, L.eval_generator("copy", 7, 1234))
+    c = L.single_length_batch(L.get_task("copy"), 7, 4, L.eval_generator("copy", 7, 99))
+    assert torch.equal(a.tokens, b.tokens) and not torch.equal(a.tokens, c.tokens)
+
+
+def test_exact_match_by_length_counts_a_perfect_oracle_as_one():
+    class Oracle(L.DecoderOnlyLM):
+        """Predicts the true next token: logits peaked on a stored copy of the batch."""
+
+        def forward(self, idx, positions=None, **kw):
+            out = torch.full((*idx.shape, L.VOCAB_SIZE), -10.0)
+            nxt = self.truth[:, 1 : idx.shape[1] + 1]
+            return out.scatter(-1, nxt[..., None], 10.0)
+
+    oracle = Oracle(L.ModelConfig())
+    batch = L.single_length_batch(L.get_task("copy"), 5, 256, L.eval_generator("copy", 5, 1234))
+    oracle.truth = batch.tokens
+    assert L.exact_match_by_length(oracle, "copy", [5], 256, 1234) == {5: 1.0}
+    oracle.truth = batch.tokens.clone()
+    oracle.truth[:3, -1] = L.PAD  # three rows miss EOS
+    assert L.exact_match_by_length(oracle, "copy", [5], 256, 1234) == {5: 253 / 256}
