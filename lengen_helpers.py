@@ -29,6 +29,7 @@ import platform
 import sys
 import tempfile
 import time
+import warnings
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -843,6 +844,180 @@ def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
+# 5b. Verification checks and pictures (notebooks 01 and 02)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    """A numerical check: its largest absolute difference against a reference, and a tolerance."""
+
+    name: str
+    max_abs_diff: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_diff <= self.tolerance
+
+    def row(self) -> dict[str, str]:
+        """Printable without float noise: the difference as a power-of-ten bound."""
+        d = self.max_abs_diff
+        shown = "0" if d == 0 else ("inf" if not math.isfinite(d) else f"< 1e{math.floor(math.log10(d)) + 1}")
+        return {"check": self.name, "max |diff|": shown, "tolerance": f"{self.tolerance:.0e}",
+                "result": "pass" if self.passed else "FAIL"}
+
+
+def checks_table(checks: Sequence[Check]):
+    import pandas as pd
+
+    return pd.DataFrame([c.row() for c in checks]).set_index("check")
+
+
+def _maxdiff(a: Tensor, b: Tensor) -> float:
+    return float((a - b).detach().abs().max())
+
+
+def check_attention_vs_torch(seed: int = 0) -> list[Check]:
+    """Our written-out attention against F.scaled_dot_product_attention, four ways."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 4, 7, 16, generator=g) for _ in range(3))
+    pad = padding_mask(torch.tensor([[5] * 7, [5] * 4 + [PAD] * 3]))
+    bias = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(7), torch.arange(7))
+    cases = {"no mask": (None, None), "causal mask": (causal_mask(7), None), "padding mask": (pad, None),
+             "causal mask + ALiBi bias": (causal_mask(7), bias)}
+    out = []
+    for name, (mask, b) in cases.items():
+        ours, _ = scaled_dot_product_attention(q, k, v, mask, b)
+        attn_mask = mask if b is None else b.masked_fill(~mask, float("-inf"))
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        out.append(Check(f"attention vs F.scaled_dot_product_attention, {name}", _maxdiff(ours, ref), 1e-5))
+    return out
+
+
+def check_mha_vs_torch(seed: int = 0) -> list[Check]:
+    """Our multi-head attention against nn.MultiheadAttention with the same weights."""
+    torch.manual_seed(seed)
+    ref, ours = nn.MultiheadAttention(64, 4, batch_first=True).eval(), MultiHeadAttention(64, 4).eval()
+    load_mha_weights(ours, ref)
+    x, mem, mask = torch.randn(3, 10, 64), torch.randn(3, 12, 64), causal_mask(10)
+    r, rw = ref(x, x, x, attn_mask=~mask, average_attn_weights=False)
+    o, ow = ours(x, mask=mask, need_weights=True)
+    rc, _ = ref(x, mem, mem)
+    oc, _ = ours(x, memory=mem)
+    return [Check("multi-head attention vs nn.MultiheadAttention, causal: output", _maxdiff(o, r), 1e-5),
+            Check("multi-head attention vs nn.MultiheadAttention, causal: weights", _maxdiff(ow, rw), 1e-5),
+            Check("multi-head cross-attention vs nn.MultiheadAttention", _maxdiff(oc, rc), 1e-5)]
+
+
+def check_seq2seq_vs_torch(pre_norm: bool, seed: int = 0) -> Check:
+    """Our encoder-decoder against nn.Transformer with every weight copied across."""
+    torch.manual_seed(seed)
+    ours = Seq2SeqTransformer(VOCAB_SIZE, VOCAB_SIZE, pre_norm=pre_norm).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref = nn.Transformer(64, 4, 3, 3, 256, dropout=0.0, batch_first=True, norm_first=pre_norm).eval()
+    load_torch_transformer_weights(ours, ref)
+    src, tgt = torch.randint(N_SPECIAL, VOCAB_SIZE, (4, 11)), torch.randint(N_SPECIAL, VOCAB_SIZE, (4, 9))
+    src[1, 7:] = PAD
+    with warnings.catch_warnings():  # PyTorch's notes on its nested-tensor fast path
+        warnings.simplefilter("ignore", UserWarning)
+        diff = _maxdiff(ours.decode(tgt, ours.encode(src), src), torch_transformer_reference(ours, ref, src, tgt))
+    return Check(f"encoder-decoder vs nn.Transformer ({'pre' if pre_norm else 'post'}-LN)", diff, 1e-4)
+
+
+@torch.no_grad()
+def check_masks() -> list[Check]:
+    """The causal mask against PyTorch's, and padding: no attention weight lands on a PAD key."""
+    ref = ~torch.isinf(nn.Transformer.generate_square_subsequent_mask(12))
+    m = DecoderOnlyLM(ModelConfig())
+    model_weights = m(torch.randint(N_SPECIAL, VOCAB_SIZE, (2, 12)), return_internals=True)[1].attentions
+    above_diagonal = max(float(w.triu(1).abs().max()) for w in model_weights)
+    src = torch.tensor([[5, 6, 7, PAD, PAD]])
+    block = Block(64, 4, 256, False)
+    _, w = block.self_attn(torch.randn(1, 5, 64), mask=padding_mask(src), need_weights=True)
+    return [Check("causal mask vs nn.Transformer.generate_square_subsequent_mask",
+                  float((causal_mask(12) != ref).sum()), 0.0),
+            Check("decoder attention weight above the diagonal (every layer)", above_diagonal, 0.0),
+            Check("attention weight on PAD keys under the padding mask", float(w[..., 3:].abs().max()), 0.0)]
+
+
+def check_cache(encoding: str, batch: int = 8, prompt_len: int = 16, new_tokens: int = 32, seed: int = 0) -> Check:
+    """Cached against uncached greedy generation: tokens must be identical, logits within 1e-5."""
+    torch.manual_seed(seed)
+    m = DecoderOnlyLM(ModelConfig(encoding=encoding)).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # off the init, so biases and tables matter
+    prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (batch, prompt_len))
+    a, la = m.generate(prompt, new_tokens, use_cache=True, return_logits=True)
+    b, lb = m.generate(prompt, new_tokens, use_cache=False, return_logits=True)
+    diff = _maxdiff(la, lb) if torch.equal(a, b) else float("inf")
+    return Check(f"cached vs uncached generation, {encoding} (tokens identical; logits)", diff, 1e-5)
+
+
+def check_exact_match(model: DecoderOnlyLM, label: str, task: str = "reverse", lengths: Sequence[int] = (4, 6, 8, 12),
+                      n: int = 128) -> tuple[Check, int]:
+    """Teacher-forced exact match against step-by-step greedy decoding, row by row.
+    Returns the check and how many rows were exactly right (of len(lengths) * n)."""
+    disagree, right = 0, 0
+    for length in lengths:
+        batch = single_length_batch(get_task(task), length, n, eval_generator(task, length, 99))
+        fast, slow = exact_match_rows(model, batch), greedy_exact_match(model, batch)
+        disagree += int((fast != slow).sum())
+        right += int(fast.sum())
+    return Check(f"teacher-forced exact match vs greedy decoding, {label} (rows that differ)", float(disagree), 0.0), right
+
+
+def parameter_counts():
+    """Trainable weights of the study's model under each encoding (a pandas table)."""
+    import pandas as pd
+
+    rows = []
+    for enc in POSITIONAL_ENCODINGS:
+        m = DecoderOnlyLM(ModelConfig(encoding=enc))
+        rows.append({"encoding": enc, "parameters": m.num_parameters(),
+                     "of which positional": sum(p.numel() for p in m.pos.parameters())})
+    return pd.DataFrame(rows).set_index("encoding")
+
+
+def plot_encodings(path: Path | None = None):
+    """One picture per encoding family: sinusoidal table, RoPE, ALiBi bias, T5 buckets."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
+    im = ax[0, 0].imshow(sinusoidal_table(torch.arange(99), 64).T, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
+    ax[0, 0].set(title="Sinusoidal: table added to the embeddings", xlabel="position", ylabel="dimension")
+    fig.colorbar(im, ax=ax[0, 0], label="value")
+    q = torch.ones(1, 1, 1, 16)
+    distance = torch.arange(0, 99)
+    for frac, style in [(1.0, "-"), (0.25, "--")]:
+        rot = Rotary(ModelConfig(encoding="rope", rope_fraction=frac))
+        scores = [(rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16 for d in distance]
+        ax[0, 1].plot(distance, scores, style, label=f"rotate {frac:.0%} of dims")
+    ax[0, 1].set(title="RoPE: score of q = k = 1 against distance", xlabel="query - key distance",
+                 ylabel="q.k / dh after rotation")
+    ax[0, 1].legend()
+    alibi = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(20), torch.arange(20))[0]
+    masked = alibi.masked_fill(~causal_mask(20), float("nan"))
+    im = ax[1, 0].imshow(masked[0], cmap="viridis")
+    ax[1, 0].set(title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
+                 xlabel="key position", ylabel="query position")
+    fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
+    d = torch.arange(0, 200)
+    ax[1, 1].plot(d, t5_bucket(d), label="32 buckets, max distance 128")
+    ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
+    ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
+    ax[1, 1].set(title="T5: distance -> bucket (a learned bias per bucket, head)",
+                 xlabel="query - key distance", ylabel="bucket")
+    ax[1, 1].legend()
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
 # 6. Training one run
 # ---------------------------------------------------------------------------------------------
 
@@ -960,14 +1135,34 @@ def _progress(iterable, total: int, desc: str, enabled: bool):
     return tqdm(iterable, total=total, desc=desc, mininterval=1.0)
 
 
+class torch_threads:
+    """Run a block with n intra-op threads, then restore the previous count."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self) -> None:
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.before)
+
+
 def train_run(
     config: RunConfig, checkpoint: Path | None = None, checkpoint_every: int = 500, progress: bool = True
 ) -> tuple[DecoderOnlyLM, dict[str, Any]]:
     """Train one model and evaluate it at every length. Returns (model, record).
 
-    Deterministic for a given config on a given machine and thread count. With `checkpoint`,
-    state is saved every `checkpoint_every` steps and an existing checkpoint is resumed from.
+    Runs on one thread (a model this small gains nothing from more, and a fixed count keeps the
+    result deterministic for a given config on a given machine). With `checkpoint`, state is
+    saved every `checkpoint_every` steps and an existing checkpoint is resumed from.
     """
+    with torch_threads(1):
+        return _train_run(config, checkpoint, checkpoint_every, progress)
+
+
+def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int, progress: bool) -> tuple[DecoderOnlyLM, dict[str, Any]]:
     t0 = time.perf_counter()
     task = get_task(config.task)
     torch.manual_seed(config.seed)

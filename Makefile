@@ -1,0 +1,41 @@
+# lengen: two commands for a fresh machine with Python >= 3.11.
+#   make test   install into .venv, then run the unit tests and every notebook (strict nbval)
+#   make study  install, then execute every notebook in place (trains only what results/ lacks)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test study sweep sync bench clean-venv
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is needed, found " + sys.version'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest --nbval tests notebooks
+
+study: install
+	for nb in notebooks/*.ipynb; do \
+		$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=-1 $$nb || exit 1; \
+		$(BIN)/jupytext --sync $$nb >/dev/null || exit 1; \
+	done
+
+sweep: install
+	$(BIN)/python -m lengen_helpers sweep
+
+bench: install
+	$(BIN)/python -m lengen_helpers bench-train
+	$(BIN)/python -m lengen_helpers bench-kv
+
+sync: install
+	$(BIN)/jupytext --sync notebooks/*.ipynb
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,31 @@
+"""Every notebook is an executed .ipynb paired with an identical percent-format .py."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 2
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_ipynb_and_py_are_in_sync(nb):
+    pair = nb.with_suffix(".py")
+    assert pair.exists(), f"{nb.name} has no paired {pair.name}"
+    out = subprocess.run([sys.executable, "-m", "jupytext", "--to", "py:percent", "-o", "-", str(nb)],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == pair.read_text().strip(), f"{nb.name} and {pair.name} differ: run `make sync`"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_executed(nb):
+    cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+    assert cells and all(c.get("execution_count") for c in cells), f"{nb.name} has unexecuted cells"
+    lax = [c for c in cells if "NBVAL_IGNORE_OUTPUT" in "".join(c["source"])]
+    assert len(lax) <= len(cells) // 2, f"{nb.name}: too many cells ignore their output"

@@ -1,0 +1,173 @@
+"""Training (determinism, resume, NaN guard) and the sweep (skip, stale, corrupt, Dask)."""
+
+import json
+import math
+
+import pytest
+import torch
+
+import lengen_helpers as L
+
+TINY = dict(steps=40, train_max_len=4, eval_max_len=6, eval_per_length=8, warmup_steps=5)
+
+
+def tiny(task="copy", encoding="nope", seed=0, **kw) -> L.RunConfig:
+    return L.make_run(task, encoding, seed, **{**TINY, **kw})
+
+
+def test_run_config_defaults_are_the_study_settings():
+    c = L.RunConfig()
+    assert (c.train_min_len, c.train_max_len, c.batch_size, c.steps, c.lr, c.grad_clip) == (1, 16, 64, 5000, 1e-3, 1.0)
+    assert (c.eval_max_len, c.eval_per_length) == (48, 256)
+
+
+def test_lr_schedule_warms_up_then_decays_to_zero():
+    c = L.RunConfig(steps=1000, warmup_steps=100)
+    assert L.lr_at(0, c) == pytest.approx(1e-5) and L.lr_at(99, c) == pytest.approx(1e-3)
+    assert L.lr_at(550, c) == pytest.approx(0.5e-3) and L.lr_at(1000, c) == pytest.approx(0.0)
+
+
+def test_training_is_deterministic_for_a_seed():
+    _, a = L.train_run(tiny(), progress=False)
+    _, b = L.train_run(tiny(), progress=False)
+    _, c = L.train_run(tiny(seed=1), progress=False)
+    assert a["loss_curve"] == b["loss_curve"] and a["exact_match"] == b["exact_match"]
+    assert a["loss_curve"] != c["loss_curve"]
+
+
+def test_resume_from_checkpoint_matches_an_uninterrupted_run(tmp_path):
+    cfg = tiny("reverse", "rope")
+    straight, rec = L.train_run(cfg, progress=False)
+    ckpt = tmp_path / "ck.pt"
+
+    class Stop(Exception):
+        pass
+
+    # train with checkpoints every 10 steps; "kill" it while it writes the step-30 checkpoint
+    real_save = torch.save
+
+    def save_then_maybe_stop(obj, f, *a, **k):
+        real_save(obj, f, *a, **k)
+        if isinstance(obj, dict) and obj.get("step") == 30:
+            raise Stop
+
+    torch.save = save_then_maybe_stop
+    try:
+        with pytest.raises(Stop):
+            L.train_run(cfg, checkpoint=ckpt, checkpoint_every=10, progress=False)
+    finally:
+        torch.save = real_save
+    assert torch.load(ckpt, weights_only=False)["step"] == 20  # the half-written one never replaced it
+    assert list(tmp_path.iterdir()) == [ckpt]  # and left no temporary file behind
+    resumed, rec2 = L.train_run(cfg, checkpoint=ckpt, checkpoint_every=10, progress=False)
+    assert rec2["resumed_from_step"] == 20
+    for p, q in zip(straight.parameters(), resumed.parameters()):
+        assert torch.equal(p, q)
+    assert rec2["exact_match"] == rec["exact_match"] and rec2["loss_curve"] == rec["loss_curve"]
+
+
+def test_checkpoint_of_another_config_is_refused(tmp_path):
+    ckpt = tmp_path / "ck.pt"
+    torch.save({"config_hash": "something-else"}, ckpt)
+    with pytest.raises(ValueError, match="belongs to another config"):
+        L.train_run(tiny(), checkpoint=ckpt, progress=False)
+
+
+def test_diverging_loss_stops_the_run_with_its_name(monkeypatch):
+    real, calls = L.batch_loss, []
+
+    def diverges_at_step_7(model, batch):
+        calls.append(1)
+        loss = real(model, batch)
+        return loss * float("inf") if len(calls) == 8 else loss
+
+    monkeypatch.setattr(L, "batch_loss", diverges_at_step_7)
+    with pytest.raises(FloatingPointError, match=r"run copy-nope-s0 \(\w+\): loss became inf at step 7"):
+        L.train_run(tiny(), progress=False)
+
+
+def test_record_contents():
+    _, rec = L.train_run(tiny(), progress=False)
+    assert rec["config_hash"] == tiny().hash and rec["name"] == "copy-nope-s0"
+    assert set(rec["exact_match"]) == {str(n) for n in range(1, 7)}
+    assert rec["versions"]["torch"] == torch.__version__
+    assert len(rec["loss_curve"]["mean_loss"]) == 40 // rec["loss_curve"]["every"]
+    assert rec["train_tokens_per_s"] > 0 and not math.isnan(rec["in_distribution_mean"])
+    json.dumps(rec)
+
+
+def test_config_hash_changes_with_any_setting():
+    assert tiny().hash != tiny(lr=2e-3).hash != tiny(d_model=32).hash
+    assert L.RunConfig.from_dict(tiny().to_dict()).hash == tiny().hash
+
+
+def test_sweep_runs_only_what_is_missing_and_never_serves_a_stale_record(tmp_path, monkeypatch):
+    configs = [tiny(seed=0), tiny("reverse", "alibi", seed=1)]
+    recs = L.sweep(configs, tmp_path, max_workers=1, progress=False)
+    assert [r["config_hash"] for r in recs] == [c.hash for c in configs]
+    assert L.weights_path(tmp_path, configs[0]).exists()  # seed 0 keeps its weights
+    assert not L.weights_path(tmp_path, configs[1]).exists()
+    assert not list((tmp_path / "checkpoints").glob("*.pt"))
+    state = torch.load(L.weights_path(tmp_path, configs[0]), weights_only=True)
+    L.DecoderOnlyLM(configs[0].model).load_state_dict(state)
+
+    calls = []
+    monkeypatch.setattr(L, "run_and_save", lambda cfg, d: calls.append(cfg) or pytest.fail("re-ran a done run"))
+    again = L.sweep(configs, tmp_path, executor=_Inline(), progress=False)
+    assert again == recs and calls == []
+
+    monkeypatch.undo()
+    changed = tiny(seed=0, lr=3e-3)  # same name, other setting: must train, not reuse
+    new = L.sweep([changed], tmp_path, max_workers=1, progress=False)
+    assert new[0]["config_hash"] == changed.hash != recs[0]["config_hash"]
+
+
+def test_corrupt_record_is_reported_kept_and_rerun(tmp_path, capsys):
+    cfg = tiny()
+    path = L.record_path(tmp_path, cfg)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"config": {"task": "co')  # a half-written file
+    rec = L.sweep([cfg], tmp_path, executor=_Inline(), progress=False)[0]
+    assert rec["config_hash"] == cfg.hash
+    err = capsys.readouterr().err
+    assert path.name in err and "not valid JSON" in err
+    kept = list(path.parent.glob("*.corrupt-*"))
+    assert len(kept) == 1 and kept[0].read_text() == '{"config": {"task": "co'
+    assert L.read_record(path)["config_hash"] == cfg.hash
+
+
+def test_read_record_names_what_is_missing(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"config": tiny().to_dict(), "config_hash": tiny().hash}))
+    with pytest.raises(L.CorruptRecord, match="missing exact_match, loss_curve"):
+        L.read_record(p)
+
+
+def test_sweep_on_a_dask_local_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    configs = [tiny(seed=s) for s in (0, 1)]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            recs = L.sweep(configs, tmp_path, executor=client.get_executor(), progress=False)
+    assert [r["config_hash"] for r in recs] == [c.hash for c in configs]
+    _, local = L.train_run(configs[1], progress=False)
+    assert recs[1]["exact_match"] == local["exact_match"]  # same result as a local run
+
+
+def test_command_line_trains_one_run(tmp_path, capsys):
+    L.main(["train", "--task", "copy", "--encoding", "alibi", "--seed", "0", "--steps", "20", "--results", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "copy-alibi-s0" in out
+    (path,) = (tmp_path / "runs").glob("copy-alibi-s0-*.json")
+    assert L.read_record(path)["config"]["steps"] == 20
+
+
+class _Inline:
+    """A minimal concurrent.futures-style executor that runs each call at once."""
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        f = Future()
+        f.set_result(fn(*args))
+        return f
