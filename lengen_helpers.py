@@ -76,6 +76,10 @@ class Task:
     def target(self, x: Tensor) -> Tensor:
         raise NotImplementedError
 
+    def source_positions(self, n: int) -> list[int] | None:
+        """For each output y_i, the index (1..n) of the input symbol it reproduces, if any."""
+        return None
+
 
 TASKS: dict[str, type[Task]] = {}
 
@@ -92,6 +96,9 @@ class Copy(Task):
     def target(self, x: Tensor) -> Tensor:
         return x.clone()
 
+    def source_positions(self, n: int) -> list[int]:
+        return list(range(1, n + 1))
+
 
 @register_task
 class Reverse(Task):
@@ -99,6 +106,9 @@ class Reverse(Task):
 
     def target(self, x: Tensor) -> Tensor:
         return x.flip(-1)
+
+    def source_positions(self, n: int) -> list[int]:
+        return list(range(n, 0, -1))
 
 
 def get_task(name: str) -> Task:
@@ -502,8 +512,11 @@ class MultiHeadAttention(nn.Module):
             q, k = rotate(q), rotate(k)
         if cache is not None:
             k, v = cache.append(layer, k, v)
-        if need_weights:
+        if need_weights or q.shape[-2] == 1:
+            # written out; for a single query (a cached decoding step) it is also the faster path
+            # on CPU, where PyTorch's fused kernel is tiled for long query blocks
             out, weights = scaled_dot_product_attention(q, k, v, mask, bias)
+            weights = weights if need_weights else None
         else:
             weights = None
             attn_mask = None
@@ -635,7 +648,7 @@ class DecoderOnlyLM(nn.Module):
         if positions is None:
             positions = torch.arange(past, past + T, device=idx.device)
         k_pos = torch.arange(past + T, device=idx.device) if cache is not None else positions
-        mask = causal_mask(T, past + T, idx.device)
+        mask = causal_mask(T, past + T, idx.device) if T > 1 else None  # one new token sees everything
         if segments is not None:
             mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
         bias = self.pos.bias(positions, k_pos)
@@ -673,8 +686,9 @@ class DecoderOnlyLM(nn.Module):
         fed = prompt
         for t in range(P, P + max_new_tokens):
             logits = self(fed if use_cache else out[:, :t], cache=cache)[:, -1]
-            out[:, t] = logits.argmax(-1)
-            step_logits.append(logits)
+            torch.argmax(logits, -1, out=out[:, t])
+            if return_logits:
+                step_logits.append(logits)
             fed = out[:, t : t + 1]
         if return_logits:
             return out, torch.stack(step_logits, dim=1)
@@ -1266,19 +1280,19 @@ def read_record(path: Path) -> dict[str, Any]:
     return rec
 
 
-def run_and_save(config: RunConfig | dict, results_dir: str | Path, save_weights: bool | None = None,
+def run_and_save(config: RunConfig | dict, results_dir: str | Path, save_weights: bool = True,
                  threads: int = 1) -> dict[str, Any]:
     """Train one run (resuming from its checkpoint), then write weights and record atomically.
 
-    The sweep's unit of work; top level so any executor can pickle it. Seed-0 weights are kept
-    by default so later notebooks can inspect the models without retraining.
+    The sweep's unit of work; top level so any executor can pickle it. The weights (about 0.6 MB
+    a run) are kept so that notebook 05 can inspect every seed's model without retraining.
     """
     torch.set_num_threads(threads)
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     results_dir = Path(results_dir)
     ckpt = checkpoint_path(results_dir, cfg)
     model, record = train_run(cfg, checkpoint=ckpt, progress=False)
-    if save_weights if save_weights is not None else cfg.seed == 0:
+    if save_weights:
         _atomic_write(weights_path(results_dir, cfg), lambda p: torch.save(model.state_dict(), p))
     _atomic_json(record_path(results_dir, cfg), record)
     ckpt.unlink(missing_ok=True)
@@ -1329,6 +1343,623 @@ def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, e
 
 
 # ---------------------------------------------------------------------------------------------
+# 8. Analysis: records -> tables, figures, mean reciprocal rank
+# ---------------------------------------------------------------------------------------------
+
+LABELS = {"nope": "NoPE", "sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi", "t5": "T5 bias"}
+COLORS = {"nope": "C0", "sinusoidal": "C1", "learned": "C5", "rope": "C2", "alibi": "C3", "t5": "C4"}
+PUBLISHED_DIR = RESULTS_DIR / "published"
+
+
+def label(encoding: str) -> str:
+    return LABELS.get(encoding, encoding)
+
+
+def load_grid(configs: Sequence[RunConfig] | None = None, results_dir: str | Path = RESULTS_DIR) -> list[dict[str, Any]]:
+    """The records of `configs` (default: the study's grid); names what is missing or corrupt."""
+    configs = grid() if configs is None else configs
+    missing = [c.name for c in configs if not record_path(Path(results_dir), c).exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing)} of {len(configs)} runs have no record in {results_dir} (e.g. {', '.join(missing[:3])}); "
+            "run `make study` or `python -m lengen_helpers sweep` to train them"
+        )
+    return [read_record(record_path(Path(results_dir), c)) for c in configs]
+
+
+def exact_match_frame(records: Sequence[dict[str, Any]]):
+    """Long table: one row per (task, encoding, seed, n) with exact match in [0, 1]."""
+    import pandas as pd
+
+    rows = [{"task": r["config"]["task"], "encoding": r["config"]["model"]["encoding"], "seed": r["config"]["seed"],
+             "n": int(n), "exact_match": v} for r in records for n, v in r["exact_match"].items()]
+    order = {e: i for i, e in enumerate(ENCODINGS)}  # registry order: nope, sinusoidal, learned, ...
+    df = pd.DataFrame(rows)
+    return df.sort_values(["task", "encoding", "seed", "n"], key=lambda c: c.map(order) if c.name == "encoding" else c,
+                          ignore_index=True)
+
+
+def longest_at_least(em_by_n: dict[int, float], threshold: float = 0.9) -> int:
+    """The largest n such that every length 1..n scores at least `threshold` (0 if n = 1 fails)."""
+    longest = 0
+    for n in sorted(em_by_n):
+        if em_by_n[n] < threshold:
+            break
+        longest = n
+    return longest
+
+
+def per_run_metrics(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
+    """One row per run: mean exact match over n = 1..train_max, at each length in `at`, and the
+    longest n whose every shorter length is at least 90% (all in %, lengths in tokens)."""
+    import pandas as pd
+
+    rows = []
+    for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"], sort=False):
+        em = dict(zip(g["n"], g["exact_match"]))
+        row = {"task": task, "encoding": enc, "seed": seed,
+               f"n = 1-{train_max}": 100 * float(np.mean([em[n] for n in range(1, train_max + 1)]))}
+        row.update({f"n = {n}": 100 * em[n] for n in at})
+        row["longest n >= 90%"] = longest_at_least(em)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
+    """The seed write-up's table: mean ± population std over seeds, per task and encoding."""
+    runs = per_run_metrics(df, train_max, at)
+    cols = [c for c in runs.columns if c not in ("task", "encoding", "seed")]
+    out = []
+    for (task, enc), g in runs.groupby(["task", "encoding"], sort=False):
+        row = {"task": task, "encoding": label(enc), "seeds": len(g)}
+        for c in cols:
+            row[c] = f"{g[c].mean():.1f} ± {g[c].std(ddof=0):.1f}"
+        out.append(row)
+    import pandas as pd
+
+    return pd.DataFrame(out).set_index(["task", "encoding"])
+
+
+def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16):
+    """Exact match against n, one panel per task, one line per encoding (mean; band = min..max over seeds)."""
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(df["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for enc, g in df[df["task"] == task].groupby("encoding", sort=False):
+            stats = g.groupby("n")["exact_match"].agg(["mean", "min", "max"]) * 100
+            seeds = g["seed"].nunique()
+            ax.plot(stats.index, stats["mean"], color=COLORS.get(enc), label=f"{label(enc)} ({seeds} seeds)")
+            ax.fill_between(stats.index, stats["min"], stats["max"], color=COLORS.get(enc), alpha=0.15)
+        ax.axvline(train_max, color="black", ls="--", lw=1, label=f"longest training n = {train_max}")
+        ax.set(title=f"{task}: exact match against length", xlabel="input length n (symbols)", ylabel="exact match (%)",
+               xlim=(1, df["n"].max()), ylim=(-2, 102))
+        ax.legend(fontsize=8)
+    fig.suptitle("Trained on n = 1-16; line = mean over seeds, band = min to max")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
+    """Training loss against step, one panel per task, mean over seeds per encoding (log scale)."""
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        by_enc: dict[str, list] = {}
+        for r in records:
+            if r["config"]["task"] == task:
+                by_enc.setdefault(r["config"]["model"]["encoding"], []).append(r["loss_curve"])
+        for enc, curves in by_enc.items():
+            every = curves[0]["every"]
+            mean = np.mean([c["mean_loss"] for c in curves], axis=0)
+            ax.plot(np.arange(len(mean)) * every + every, mean, color=COLORS.get(enc), label=f"{label(enc)} ({len(curves)} seeds)")
+        ax.set(title=f"{task}: training loss", xlabel="step", ylabel="cross-entropy on targets (nats)", yscale="log")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def mean_reciprocal_rank(df, test_lengths: Sequence[int] = range(17, 33)):
+    """The paper's aggregate: for every (task, seed) column rank the encodings by mean exact match
+    over `test_lengths` (1 = best; ties share the average rank), score 1/rank, average over columns."""
+    test = df[df["n"].isin(list(test_lengths))]
+    acc = test.groupby(["task", "seed", "encoding"])["exact_match"].mean().unstack("encoding")
+    ranks = acc.rank(axis=1, ascending=False, method="average")
+    return (1.0 / ranks).mean().sort_values(ascending=False).rename("mean reciprocal rank")
+
+
+def in_distribution_misses(records: Sequence[dict[str, Any]], bar: float = 0.95):
+    """Runs whose mean exact match over the training lengths is below `bar`, listed, not hidden."""
+    import pandas as pd
+
+    rows = [{"run": r["name"], "in-distribution exact match (%)": round(100 * r["in_distribution_mean"], 1)}
+            for r in records if r["in_distribution_mean"] < bar]
+    return pd.DataFrame(rows, columns=["run", "in-distribution exact match (%)"])
+
+
+def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv"):
+    """Our means beside the seed write-up's for the encodings it shares (exact match, %)."""
+    import pandas as pd
+
+    base = pd.read_csv(path, comment="#")
+    ours = per_run_metrics(df).groupby(["task", "encoding"]).mean(numeric_only=True)
+    rows = []
+    for _, b in base.iterrows():
+        o = ours.loc[(b["task"], b["encoding"])]
+        for col, key in [("n = 1-16", "1_16"), ("n = 17", "17"), ("n = 18", "18"), ("n = 20", "20")]:
+            rows.append({"task": b["task"], "encoding": label(b["encoding"]), "metric": col,
+                         "baseline (3 seeds)": b[f"mean_{key}"], "ours": round(o[col], 1)})
+        rows.append({"task": b["task"], "encoding": label(b["encoding"]), "metric": "longest n >= 90%",
+                     "baseline (3 seeds)": b["longest_90"], "ours": round(o["longest n >= 90%"], 1)})
+    return pd.DataFrame(rows).pivot_table(index=["task", "encoding"], columns="metric",
+                                          values=["baseline (3 seeds)", "ours"], sort=False)
+
+
+def throughput_table(records: Sequence[dict[str, Any]]):
+    """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
+    import pandas as pd
+
+    rows = [{"encoding": label(r["config"]["model"]["encoding"]), "train time (s)": r["train_time_s"],
+             "eval time (s)": r["eval_time_s"], "steps / s": r["steps_per_s"],
+             "tokens / s": r["train_tokens_per_s"]} for r in records]
+    return pd.DataFrame(rows).groupby("encoding", sort=False).mean().round(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE
+# ---------------------------------------------------------------------------------------------
+
+ATTENTION_DIR = RESULTS_DIR / "attention"
+POINTER_SEED = 4321  # the inspection sequences, apart from training and evaluation
+
+
+def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
+    """A trained model of the study's grid, from its saved weights (loaded with weights_only=True)."""
+    cfg = make_run(task, encoding, seed)
+    path = weights_path(Path(results_dir), cfg)
+    if not path.exists():
+        raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
+    model = DecoderOnlyLM(cfg.model)
+    model.load_state_dict(torch.load(path, weights_only=True))
+    return model.eval()
+
+
+def inspection_batch(task: str, n: int, n_examples: int = 64) -> Batch:
+    return single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, POINTER_SEED))
+
+
+@torch.no_grad()
+def attention_maps(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """Every layer's attention on the batch's gold sequences: (layers, B, heads, T, T)."""
+    _, internals = model(batch.inputs, positions=batch.positions[:, :-1], return_internals=True)
+    return torch.stack(internals.attentions)
+
+
+def on_target(task: str, n: int) -> tuple[Tensor, Tensor]:
+    """(query index, key index) of each output step: the query that predicts y_i sits at
+    SEP + i - 1 and its source x_j at index j."""
+    src = get_task(task).source_positions(n)
+    if src is None:
+        raise ValueError(f"task {task!r} has no single source symbol per output; pointer heads need one")
+    return torch.arange(n + 1, 2 * n + 1), torch.tensor(src)
+
+
+def pointer_scores(model: DecoderOnlyLM, task: str, n: int, n_examples: int = 64) -> Tensor:
+    """(layers, heads): mean attention mass on the correct source, over output steps and sequences."""
+    att = attention_maps(model, inspection_batch(task, n, n_examples))
+    q, k = on_target(task, n)
+    return att[:, :, :, q, k].mean(dim=(1, 3))
+
+
+def pointer_head(model: DecoderOnlyLM, task: str, n: int = 16) -> tuple[int, int, float]:
+    """The (layer, head) that puts the most attention on the symbol it must output next, at n."""
+    scores = pointer_scores(model, task, n)
+    layer, head = divmod(int(scores.argmax()), scores.shape[1])
+    return layer, head, float(scores[layer, head])
+
+
+def pointer_score_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[str] = POSITIONAL_ENCODINGS,
+                        seeds: Sequence[int] = range(5), lengths: Sequence[int] = range(1, 49), choose_at: int = 16,
+                        results_dir: str | Path = RESULTS_DIR, cache: Path | None = ATTENTION_DIR / "pointer_scores.csv"):
+    """On-target score of each model's pointer head (chosen at n = choose_at) at every length.
+    Computed once from the saved weights and cached as CSV; rows already cached are reused."""
+    import pandas as pd
+
+    done = pd.read_csv(cache) if cache is not None and Path(cache).exists() else pd.DataFrame()
+    have = set(map(tuple, done[["task", "encoding", "seed"]].values)) if len(done) else set()
+    rows = []
+    for task in tasks:
+        for enc in encodings:
+            for seed in seeds:
+                if (task, enc, seed) in have:
+                    continue
+                model = load_model(task, enc, seed, results_dir)
+                layer, head, _ = pointer_head(model, task, choose_at)
+                for n in lengths:
+                    score = float(pointer_scores(model, task, n)[layer, head])
+                    rows.append({"task": task, "encoding": enc, "seed": seed, "n": n, "layer": layer, "head": head,
+                                 "on_target": round(score, 6)})
+    table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
+    if rows and cache is not None:
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
+    return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
+
+
+def draw_attention(task: str, encoding: str, seed: int, layer: int, head: int, n: int, example: int = 0,
+                   ax=None, results_dir: str | Path = RESULTS_DIR) -> dict[str, Any]:
+    """Heatmap of one head on one gold sequence (output steps x all positions), on-target cells
+    ringed; returns what was drawn, including the model's greedy output against the target."""
+    import matplotlib.pyplot as plt
+
+    model = load_model(task, encoding, seed, results_dir)
+    batch = inspection_batch(task, n, max(64, example + 1))
+    att = attention_maps(model, batch)[layer, example, head]  # (T, T)
+    q, k = on_target(task, n)
+    rows = att[q].numpy()
+    score = float(attention_maps(model, batch)[layer, :, head][:, q, k].mean())
+    sep = n + 1
+    generated = model.generate(batch.tokens[example : example + 1, : sep + 1], n + 1)[0, sep + 1 :]
+    target = batch.tokens[example, sep + 1 :]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
+    ax.scatter(k.numpy(), np.arange(n), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i")
+    ax.axvline(sep, color="white", lw=0.6, ls=":")
+    ax.set(title=f"{label(encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
+           xlabel="key position (BOS, x, SEP, y)", ylabel="output step i (predicting y_i)")
+    return {"attention": rows, "on_target": score, "generated": generated.tolist(), "target": target.tolist(),
+            "correct": bool(torch.equal(generated, target)), "ax": ax}
+
+
+def plot_pointer_heads(task: str, encodings: Sequence[str] = POSITIONAL_ENCODINGS, lengths: Sequence[int] = (16, 32),
+                       path: Path | None = None, results_dir: str | Path = RESULTS_DIR):
+    """For each encoding's seed-0 model, its pointer head (chosen at n = 16) at each length."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False)
+    for row, enc in zip(axes, encodings):
+        layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
+        for ax, n in zip(row, lengths):
+            draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir)
+    axes[0, 0].legend(loc="lower left", fontsize=7)
+    fig.suptitle(f"{task}: each seed-0 model's pointer head at n = 16 and n = 32 (one example; score over 64)")
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    if path is not None:
+        fig.savefig(path, dpi=100)
+    return fig
+
+
+def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
+    """On-target score against length, one panel per task, mean over seeds with a min-max band."""
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(table["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for enc in dict.fromkeys(table["encoding"]):
+            g = table[(table["task"] == task) & (table["encoding"] == enc)]
+            stats = g.groupby("n")["on_target"].agg(["mean", "min", "max"])
+            ax.plot(stats.index, stats["mean"], color=COLORS.get(enc), label=f"{label(enc)} ({g['seed'].nunique()} seeds)")
+            ax.fill_between(stats.index, stats["min"], stats["max"], color=COLORS.get(enc), alpha=0.15)
+        ax.axvline(train_max, color="black", ls="--", lw=1, label=f"longest training n = {train_max}")
+        ax.set(title=f"{task}: pointer head's attention on the right source", xlabel="input length n (symbols)",
+               ylabel="mean attention on target", ylim=(-0.02, 1.02))
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+class AttentionExplorer:
+    """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
+    the heatmap through `draw_attention` and shows greedy output against target."""
+
+    def __init__(self, seeds: Sequence[int] = range(5), results_dir: str | Path = RESULTS_DIR):
+        import ipywidgets as w
+
+        self.results_dir = results_dir
+        cfg = ModelConfig()
+        self.controls = {
+            "task": w.Dropdown(options=["copy", "reverse"], value="reverse", description="task"),
+            "encoding": w.Dropdown(options=list(POSITIONAL_ENCODINGS), value="nope", description="encoding"),
+            "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
+            "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
+            "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
+            "n": w.IntSlider(value=16, min=1, max=48, description="length n"),
+            "example": w.IntSlider(value=0, min=0, max=63, description="example"),
+        }
+        self.output = w.Output()
+        self.widget = w.VBox([w.HBox(list(self.controls.values())[:3]), w.HBox(list(self.controls.values())[3:]), self.output])
+        self.last: dict[str, Any] = {}
+        for c in self.controls.values():
+            c.observe(lambda _change: self.redraw(), names="value")
+        self.redraw()
+
+    def values(self) -> dict[str, Any]:
+        return {k: c.value for k, c in self.controls.items()}
+
+    def redraw(self) -> None:
+        import matplotlib.pyplot as plt
+
+        v = self.values()
+        self.output.clear_output(wait=True)
+        with self.output:
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            drawn = draw_attention(v["task"], v["encoding"], v["seed"], v["layer"], v["head"], v["n"], v["example"],
+                                   ax=ax, results_dir=self.results_dir)
+            plt.show()
+            print(f"target   {drawn['target']}\ngenerated {drawn['generated']}  ({'right' if drawn['correct'] else 'wrong'})")
+            plt.close(fig)
+        self.last = {**v, **drawn}
+
+
+def _jsd_rows(p: Tensor, q: Tensor) -> Tensor:
+    """Jensen-Shannon divergence (bits, in [0, 1]) between attention rows along the last axis."""
+    m = 0.5 * (p + q)
+    kl = lambda a: torch.special.xlogy(a, a).sum(-1) - torch.special.xlogy(a, m).sum(-1)  # noqa: E731
+    return 0.5 * (kl(p) + kl(q)) / math.log(2)
+
+
+@torch.no_grad()
+def jsd_to_reference(model: DecoderOnlyLM, reference: DecoderOnlyLM, task: str, n: int, n_examples: int = 10) -> float:
+    """The paper's similarity: per layer, JSD between every head of `model` and every head of
+    `reference` (row by row over the causal rows, averaged), minimum over all head pairs, then
+    the mean over layers and examples."""
+    batch = single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, POINTER_SEED + 1))
+    a, b = attention_maps(model, batch), attention_maps(reference, batch)  # (L, B, H, T, T)
+    pair = _jsd_rows(a[:, :, :, None], b[:, :, None, :]).mean(-1)  # (L, B, H, H): averaged over rows
+    return float(pair.flatten(-2).min(-1).values.mean())
+
+
+def jsd_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[str] = POSITIONAL_ENCODINGS,
+              seeds: Sequence[int] = range(5), lengths: Sequence[int] = range(2, 49, 2),
+              results_dir: str | Path = RESULTS_DIR, cache: Path | None = ATTENTION_DIR / "jsd_to_nope.csv"):
+    """JSD of each encoding's seed-s model to the NoPE seed-s model at each length; for NoPE
+    itself, to the NoPE model of seed s + 1 (the floor: how far two NoPE runs differ)."""
+    import pandas as pd
+
+    if cache is not None and Path(cache).exists():
+        table = pd.read_csv(cache)
+    else:
+        rows = []
+        for task in tasks:
+            nope = {s: load_model(task, "nope", s, results_dir) for s in seeds}
+            for enc in encodings:
+                for s in seeds:
+                    model = nope[(s + 1) % len(seeds)] if enc == "nope" else load_model(task, enc, s, results_dir)
+                    for n in lengths:
+                        rows.append({"task": task, "encoding": enc, "seed": s, "n": n,
+                                     "jsd": round(jsd_to_reference(model, nope[s], task, n), 6)})
+        table = pd.DataFrame(rows)
+        if cache is not None:
+            _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    return table
+
+
+def plot_jsd(table, path: Path | None = None, train_max: int = 16):
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(table["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for enc in dict.fromkeys(table["encoding"]):
+            g = table[(table["task"] == task) & (table["encoding"] == enc)].groupby("n")["jsd"].mean()
+            name = "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)
+            ax.plot(g.index, g.values, color=COLORS.get(enc), ls="--" if enc == "nope" else "-", label=name)
+        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
+        ax.set(title=f"{task}: attention distance to NoPE", xlabel="input length n (symbols)",
+               ylabel="JSD to NoPE (bits; min over head pairs)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. Benchmarks: training throughput (notebook 03) and the KV cache (notebook 06)
+# ---------------------------------------------------------------------------------------------
+
+BENCH_DIR = RESULTS_DIR / "benchmarks"
+
+
+def _median_time(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def matmul_flops_per_s(n: int = 1024, repeats: int = 5) -> float:
+    """This machine's single-thread fp32 FLOP/s on a large square matmul (the practical peak)."""
+    with torch_threads(1):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        a @ b
+        return 2 * n**3 / _median_time(lambda: a @ b, repeats)
+
+
+def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_SIZE) -> float:
+    """Useful FLOPs of one training step: matmuls over the real tokens only, causal attention
+    over each real sequence, forward plus backward (= 3x forward). Padding counts as waste."""
+    d, L = cfg.d_model, cfg.n_layers
+    seg = batch.segments[:, :-1]
+    tokens = int((seg >= 0).sum())
+    dense = 2 * (4 * d * d + 2 * d * cfg.d_ff) * L + 2 * d * vocab_size  # per token
+    attention = 0
+    for row in seg:
+        for s in row.unique():
+            if s >= 0:
+                S = int((row == s).sum())
+                attention += L * 2 * d * S * (S + 1)  # q.k and weights.v over t+1 keys, t = 0..S-1
+    return 3.0 * (tokens * dense + attention)
+
+
+def _hf_gpt2(cfg: ModelConfig, vocab_size: int = VOCAB_SIZE):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    conf = GPT2Config(vocab_size=vocab_size, n_positions=cfg.max_positions, n_embd=cfg.d_model, n_layer=cfg.n_layers,
+                      n_head=cfg.n_heads, n_inner=cfg.d_ff, activation_function="relu", resid_pdrop=0.0,
+                      embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+    return GPT2LMHeadModel(conf)
+
+
+def bench_training(steps: int = 20, repeats: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Our training step against Hugging Face's GPT2LMHeadModel with the same dimensions, on the
+    same sequences, one thread, timed in alternation so both see the same machine load.
+
+    Ours runs with learned absolute positions and pre-LN, the closest match to GPT-2. Three
+    variants: ours on packed rows (how the study trains), ours and GPT-2 on padded rows.
+    """
+    with torch_threads(1):
+        mcfg = ModelConfig(encoding="learned", pre_norm=True)
+        run = make_run("reverse", "learned", seed, pre_norm=True)
+        task = get_task("reverse")
+        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        packed = [training_batch(task, run, g1, packed=True) for _ in range(steps)]
+        padded = [training_batch(task, run, g2, packed=False) for _ in range(steps)]
+        torch.manual_seed(seed)
+        ours, hf = DecoderOnlyLM(mcfg), _hf_gpt2(mcfg)
+        opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-3)
+        opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-3)
+
+        def step(model, opt, loss_fn, batch):
+            loss = loss_fn(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+
+        def hf_loss(model, b: Batch) -> Tensor:
+            labels = b.tokens.clone()
+            labels[:, 1:][~b.loss_mask] = -100
+            labels[:, 0] = -100
+            return model(input_ids=b.tokens, attention_mask=(b.segments >= 0).long(), labels=labels).loss
+
+        variants = {
+            "ours, packed rows": lambda: [step(ours, opt_ours, batch_loss, b) for b in packed],
+            "ours, padded rows": lambda: [step(ours, opt_ours, batch_loss, b) for b in padded],
+            "GPT2LMHeadModel, padded rows": lambda: [step(hf, opt_hf, hf_loss, b) for b in padded],
+        }
+        for fn in variants.values():
+            fn()  # warm-up
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(repeats):
+            for k, fn in variants.items():
+                t0 = time.perf_counter()
+                fn()
+                times[k].append((time.perf_counter() - t0) / steps)
+        ms = {k: 1000 * float(np.median(v)) for k, v in times.items()}
+        useful = float(np.mean([training_step_flops(b, mcfg) for b in packed]))
+        peak = matmul_flops_per_s()
+    return {
+        "what": "median ms per training step, batch 64, n uniform in 1..16, one thread",
+        "steps_per_repeat": steps, "repeats": repeats,
+        "ms_per_step": ms,
+        "parameters": {"ours": ours.num_parameters(), "GPT2LMHeadModel": sum(p.numel() for p in hf.parameters())},
+        "speedup_vs_gpt2_same_padded_batches": ms["GPT2LMHeadModel, padded rows"] / ms["ours, padded rows"],
+        "speedup_vs_gpt2_as_trained": ms["GPT2LMHeadModel, padded rows"] / ms["ours, packed rows"],
+        "packing_speedup": ms["ours, padded rows"] / ms["ours, packed rows"],
+        "useful_gflop_per_step": useful / 1e9,
+        "achieved_gflop_per_s": useful / (ms["ours, packed rows"] / 1000) / 1e9,
+        "matmul_peak_gflop_per_s": peak / 1e9,
+        "fraction_of_matmul_peak": useful / (ms["ours, packed rows"] / 1000) / peak,
+        "versions": library_versions() | {"transformers": __import__("transformers").__version__},
+    }
+
+
+def bench_kv_cache(batches: Sequence[int] = (1, 64), new_tokens: Sequence[int] = (32, 64, 128), prompt_len: int = 16,
+                   repeats: int = 3, seed: int = 0) -> dict[str, Any]:
+    """Greedy generation time: ours with and without the KV cache, and Hugging Face's
+    GPT2LMHeadModel.generate with and without its cache, same dimensions, one thread.
+
+    Ours uses learned absolute positions and pre-LN, GPT-2's own choices. Each configuration is
+    timed `repeats` times in alternation across the four methods; the median is reported.
+    """
+    from transformers import GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    with torch_threads(1):
+        torch.manual_seed(seed)
+        mcfg = ModelConfig(encoding="learned", pre_norm=True, max_positions=prompt_len + max(new_tokens))
+        ours, hf = DecoderOnlyLM(mcfg).eval(), _hf_gpt2(mcfg).eval()
+
+        def hf_generate(prompt: Tensor, n: int, use_cache: bool) -> Tensor:
+            gen = GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, use_cache=use_cache,
+                                   pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS)
+            with torch.no_grad():
+                return hf.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=gen)
+
+        methods = {
+            "ours, cached": lambda p, n: ours.generate(p, n, use_cache=True),
+            "ours, uncached": lambda p, n: ours.generate(p, n, use_cache=False),
+            "GPT-2 generate, cached": lambda p, n: hf_generate(p, n, True),
+            "GPT-2 generate, uncached": lambda p, n: hf_generate(p, n, False),
+        }
+        rows = []
+        for b in batches:
+            prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (b, prompt_len), generator=torch.Generator().manual_seed(b))
+            for n in new_tokens:
+                times: dict[str, list[float]] = {k: [] for k in methods}
+                for fn in methods.values():
+                    fn(prompt, 4)  # warm-up
+                for _ in range(repeats):
+                    for k, fn in methods.items():
+                        t0 = time.perf_counter()
+                        out = fn(prompt, n)
+                        times[k].append(time.perf_counter() - t0)
+                        assert out.shape == (b, prompt_len + n), (k, out.shape)
+                rows.append({"batch": b, "new_tokens": n, **{k: float(np.median(v)) for k, v in times.items()}})
+        cache_bytes = ours.new_cache(64, prompt_len + 128).nbytes
+    return {"what": "median seconds of greedy generation after a 16-token prompt, one thread",
+            "repeats": repeats, "rows": rows, "cache_bytes_batch64_144_positions": cache_bytes,
+            "versions": library_versions() | {"transformers": __import__("transformers").__version__}}
+
+
+def kv_ratios(result: dict[str, Any]):
+    """The benchmark as a table with the ratios the targets are stated in."""
+    import pandas as pd
+
+    df = pd.DataFrame(result["rows"]).set_index(["batch", "new_tokens"])
+    df["cached vs uncached (ours)"] = df["ours, uncached"] / df["ours, cached"]
+    df["ours vs GPT-2, both cached"] = df["GPT-2 generate, cached"] / df["ours, cached"]
+    return df
+
+
+def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
+    import matplotlib.pyplot as plt
+
+    df = pd_rows = kv_ratios(result).reset_index()
+    batches = list(dict.fromkeys(df["batch"]))
+    fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 4), squeeze=False)
+    styles = {"ours, cached": ("C0", "-"), "ours, uncached": ("C0", "--"),
+              "GPT-2 generate, cached": ("C3", "-"), "GPT-2 generate, uncached": ("C3", "--")}
+    for ax, b in zip(axes[0], batches):
+        g = pd_rows[pd_rows["batch"] == b]
+        for k, (color, ls) in styles.items():
+            ax.plot(g["new_tokens"], g[k], color=color, ls=ls, marker="o", label=k)
+        ax.set(title=f"batch {b}: greedy generation time", xlabel="new tokens (after a 16-token prompt)",
+               ylabel="seconds (median, one thread)", yscale="log", xscale="log")
+        ax.set_xticks(list(g["new_tokens"]), [str(x) for x in g["new_tokens"]])
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
 # 11. Command line
 # ---------------------------------------------------------------------------------------------
 
@@ -1350,21 +1981,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     sw.add_argument("--workers", type=int, default=None, help="processes (default: one per core)")
     sw.add_argument("--results", type=Path, default=RESULTS_DIR)
     sw.add_argument("--scheduler", default=None, help="a Dask scheduler address, to run on a cluster")
+    bt = sub.add_parser("bench-train", help="our training step vs GPT2LMHeadModel, and FLOP/s vs matmul peak")
+    bt.add_argument("--steps", type=int, default=20)
+    bt.add_argument("--repeats", type=int, default=5)
+    bt.add_argument("--out", type=Path, default=BENCH_DIR / "training.json")
+    bk = sub.add_parser("bench-kv", help="greedy generation: cached vs uncached, ours vs GPT2LMHeadModel.generate")
+    bk.add_argument("--repeats", type=int, default=3)
+    bk.add_argument("--out", type=Path, default=BENCH_DIR / "kv_cache.json")
     args = p.parse_args(argv)
 
     if args.cmd == "train":
         cfg = make_run(args.task, args.encoding, args.seed, steps=args.steps)
         torch.set_num_threads(1)
         model, rec = train_run(cfg, checkpoint=checkpoint_path(args.results, cfg))
-        if cfg.seed == 0:
-            _atomic_write(weights_path(args.results, cfg), lambda q: torch.save(model.state_dict(), q))
+        _atomic_write(weights_path(args.results, cfg), lambda q: torch.save(model.state_dict(), q))
         _atomic_json(record_path(args.results, cfg), rec)
         checkpoint_path(args.results, cfg).unlink(missing_ok=True)
         print(f"{cfg.name}: in-distribution {rec['in_distribution_mean']:.3f}, "
               f"n=17 {rec['exact_match']['17']:.3f}, {rec['wall_time_s']:.0f} s -> {record_path(args.results, cfg)}")
     elif args.cmd == "sweep":
         configs = grid(args.tasks, args.encodings, args.seeds, steps=args.steps)
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
+        todo = sum(not record_path(args.results, c).exists() for c in configs)
         if args.scheduler:
             from distributed import Client
 
@@ -1372,7 +2010,29 @@ def main(argv: Sequence[str] | None = None) -> None:
                 recs = sweep(configs, args.results, executor=client.get_executor())
         else:
             recs = sweep(configs, args.results, max_workers=args.workers)
-        print(f"{len(recs)} runs in {args.results} ({time.perf_counter() - t0:.0f} s wall)")
+        wall = time.perf_counter() - t0
+        print(f"{len(recs)} runs in {args.results}, {todo} trained now ({wall:.0f} s wall)")
+        log = {"started": started, "wall_s": round(wall, 1), "runs": len(recs), "trained": todo,
+               "workers": args.workers or os.cpu_count(), "scheduler": args.scheduler, "cpus": os.cpu_count()}
+        with open(Path(args.results) / "sweeps.jsonl", "a") as f:  # one line per sweep: the grid's wall time
+            f.write(json.dumps(log) + "\n")
+    elif args.cmd == "bench-train":
+        res = bench_training(args.steps, args.repeats)
+        for k, v in res["ms_per_step"].items():
+            print(f"{k:32s} {v:7.1f} ms/step")
+        print(f"GPT2LMHeadModel / ours on the same padded batches: {res['speedup_vs_gpt2_same_padded_batches']:.2f}x")
+        print(f"GPT2LMHeadModel (padded) / ours (packed, as trained): {res['speedup_vs_gpt2_as_trained']:.2f}x")
+        print(f"useful {res['achieved_gflop_per_s']:.1f} GFLOP/s = {res['fraction_of_matmul_peak']:.0%} of "
+              f"this machine's {res['matmul_peak_gflop_per_s']:.1f} GFLOP/s single-thread matmul")
+        _atomic_json(args.out, res)
+    elif args.cmd == "bench-kv":
+        res = bench_kv_cache(repeats=args.repeats)
+        import pandas as pd
+
+        with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+            print(kv_ratios(res))
+        print(f"KV cache, batch 64 x 144 positions: {res['cache_bytes_batch64_144_positions'] / 2**20:.2f} MiB, allocated once")
+        _atomic_json(args.out, res)
 
 
 if __name__ == "__main__":
