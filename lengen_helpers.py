@@ -1502,6 +1502,24 @@ def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline_seed_writeup.
                                           values=["baseline (3 seeds)", "ours"], sort=False)
 
 
+def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path = PUBLISHED_DIR / "paper.json"):
+    """Ours beside the paper: mean reciprocal rank and mean exact match over the test lengths
+    (the paper tests L+1..2L; here 17..32), for the encodings the paper reports."""
+    import pandas as pd
+
+    paper = json.loads(Path(path).read_text())
+    mrr = mean_reciprocal_rank(df[df["encoding"].isin(list(paper["mean_reciprocal_rank_no_scratchpad"]))], test_lengths)
+    test = df[df["n"].isin(list(test_lengths))].groupby(["task", "encoding"])["exact_match"].mean()
+    rows = []
+    for enc, paper_mrr in paper["mean_reciprocal_rank_no_scratchpad"].items():
+        row = {"encoding": label(enc), "MRR, paper (10 tasks)": paper_mrr, "MRR, ours (copy, reverse)": round(mrr[enc], 3)}
+        for task, vals in paper["ood_exact_match_mean_of_3_seeds"].items():
+            row[f"{task} test EM, paper"] = vals[enc]
+            row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("encoding")
+
+
 def throughput_table(records: Sequence[dict[str, Any]]):
     """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
     import pandas as pd
@@ -1940,13 +1958,13 @@ def kv_ratios(result: dict[str, Any]):
 def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
     import matplotlib.pyplot as plt
 
-    df = pd_rows = kv_ratios(result).reset_index()
+    df = kv_ratios(result).reset_index()
     batches = list(dict.fromkeys(df["batch"]))
     fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 4), squeeze=False)
     styles = {"ours, cached": ("C0", "-"), "ours, uncached": ("C0", "--"),
               "GPT-2 generate, cached": ("C3", "-"), "GPT-2 generate, uncached": ("C3", "--")}
     for ax, b in zip(axes[0], batches):
-        g = pd_rows[pd_rows["batch"] == b]
+        g = df[df["batch"] == b]
         for k, (color, ls) in styles.items():
             ax.plot(g["new_tokens"], g[k], color=color, ls=ls, marker="o", label=k)
         ax.set(title=f"batch {b}: greedy generation time", xlabel="new tokens (after a 16-token prompt)",

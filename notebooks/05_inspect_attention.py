@@ -1,0 +1,118 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 · Inspect the attention heads
+#
+# Why does one encoding hold past the training length and another collapse one token later? To
+# copy or reverse, the model must, at each output step, find the input symbol it has to write
+# next. We look for the head that does this, a **pointer head**, and watch it as sequences grow.
+#
+# The models are the grid's, loaded from `results/weights/` (no retraining). Scores are computed
+# on 64 inspection sequences per length, drawn apart from the training and evaluation sets, and
+# cached in `results/attention/` the first time they are computed.
+
+# %%
+import matplotlib.pyplot as plt
+import pandas as pd
+
+import lengen_helpers as L
+
+pd.set_option("display.width", 200)
+
+# %% [markdown]
+# ## Pointer heads
+#
+# For each model, the on-target score of a head is its mean attention mass on the correct source
+# (for copy, output yᵢ comes from xᵢ; for reverse, from xₙ₊₁₋ᵢ), over the output steps and the 64
+# sequences. The pointer head is the (layer, head) with the highest score at n = 16, the longest
+# training length; the same head is then followed to other lengths.
+
+# %%
+scores = L.pointer_score_table()  # every task, encoding, seed and n = 1..48 (cached)
+seed0 = scores[(scores["seed"] == 0) & scores["n"].isin([16, 32])]
+table = seed0.pivot_table(index=["task", "encoding", "layer", "head"], columns="n", values="on_target", sort=False)
+table.columns = [f"on-target at n = {n}" for n in table.columns]
+table.rename(index=L.LABELS, level="encoding").round(2)
+
+# %% [markdown]
+# ## The pointer heads at n = 16 and n = 32
+#
+# One example each (the heatmap: output steps against every position; cyan rings mark the
+# correct source), titled with the score over 64 sequences.
+
+# %%
+fig = L.plot_pointer_heads("copy", path=L.FIGURES_DIR / "05_pointer_heads_copy.png")
+plt.show()
+
+# %%
+fig = L.plot_pointer_heads("reverse", path=L.FIGURES_DIR / "05_pointer_heads_reverse.png")
+plt.show()
+
+# %% [markdown]
+# POINTER_DISCUSSION_PLACEHOLDER
+#
+# ## On-target score against length, every seed
+#
+# The mechanism behind notebook 04's accuracy curves: the pointer head's score at each length,
+# mean over five seeds with a min-max band.
+
+# %%
+fig = L.plot_pointer_scores(scores, L.FIGURES_DIR / "05_pointer_score_vs_length.png")
+plt.show()
+
+# %% [markdown]
+# ## Explore
+#
+# Pick a task, encoding, seed, layer, head, length and example; the heatmap redraws, with the
+# model's greedy output under it. The cell after it draws one view with the same function, so the
+# figure is there without a running kernel.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+explorer = L.AttentionExplorer()
+explorer.widget
+
+# %%
+drawn = L.draw_attention("reverse", "nope", seed=0, layer=2, head=0, n=20)
+plt.show()
+print("target   ", drawn["target"])
+print("generated", drawn["generated"], "(right)" if drawn["correct"] else "(wrong)")
+
+# %% [markdown]
+# ## How close is each encoding's attention to NoPE's?
+#
+# The paper's analysis: on gold sequences (input and target), for each layer, the Jensen-Shannon
+# divergence between every head of an encoding's model and every head of the NoPE model (row by
+# row over the causal rows, averaged), the minimum over all head pairs, then the mean over layers,
+# 10 examples per length and the five seeds (seed s against NoPE seed s). JSD is in bits (0 =
+# identical, 1 = disjoint). The floor is NoPE against the NoPE model of another seed.
+
+# %%
+jsd = L.jsd_table()
+fig = L.plot_jsd(jsd, L.FIGURES_DIR / "05_jsd_to_nope.png")
+plt.show()
+
+# %%
+within = jsd[jsd["n"] <= 16].groupby(["task", "encoding"])["jsd"].mean().unstack("task")
+beyond = jsd[(jsd["n"] > 16) & (jsd["n"] <= 32)].groupby(["task", "encoding"])["jsd"].mean().unstack("task")
+closeness = pd.concat({"n = 2-16": within, "n = 18-32": beyond}, axis=1).rename(index=L.LABELS).round(3)
+closeness.sort_values(("n = 2-16", "copy"))
+
+# %%
+order = {task: [L.label(e) for e in beyond[task].drop("nope").sort_values().index] for task in beyond.columns}
+for task, ranking in order.items():
+    print(f"{task}, closest to NoPE first (n = 18-32): {' > '.join(ranking)}")
+print("paper, closest first:                  T5 bias > ALiBi > Sinusoidal (APE), RoPE")
+
+# %% [markdown]
+# JSD_DISCUSSION_PLACEHOLDER

@@ -1,0 +1,140 @@
+"""Analysis tables, mean reciprocal rank, pointer heads, JSD, and the attention explorer."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+import lengen_helpers as L
+
+
+def fake_record(task, encoding, seed, em: dict[int, float]) -> dict:
+    cfg = L.make_run(task, encoding, seed)
+    return {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash, "exact_match": {str(n): v for n, v in em.items()},
+            "in_distribution_mean": sum(em[n] for n in range(1, 17)) / 16, "loss_curve": {"every": 1, "mean_loss": [1.0]}}
+
+
+def curve(cut: int, tail: float = 0.0) -> dict[int, float]:
+    return {n: 1.0 if n <= cut else tail for n in range(1, 49)}
+
+
+def test_longest_at_least():
+    assert L.longest_at_least({1: 1, 2: 0.95, 3: 0.89, 4: 1}) == 2  # stops at the first miss
+    assert L.longest_at_least({1: 0.5, 2: 1}) == 0
+    assert L.longest_at_least(curve(48)) == 48
+
+
+def test_summary_table_means_and_population_std():
+    recs = [fake_record("copy", "nope", s, curve(c)) for s, c in [(0, 17), (1, 19)]]
+    t = L.summary_table(L.exact_match_frame(recs))
+    row = t.loc[("copy", "NoPE")]
+    assert row["seeds"] == 2 and row["n = 1-16"] == "100.0 ± 0.0"
+    assert row["n = 18"] == "50.0 ± 50.0"  # seeds at 0% and 100%: population std 50
+    assert row["longest n >= 90%"] == "18.0 ± 1.0"
+
+
+def test_mean_reciprocal_rank_as_the_paper_computes_it():
+    # two (task, seed) columns; in the first a > b > c, in the second b > a = c (tie: rank 2.5 each)
+    recs = [fake_record("copy", "nope", 0, curve(30)), fake_record("copy", "rope", 0, curve(20)),
+            fake_record("copy", "alibi", 0, curve(16)),
+            fake_record("copy", "nope", 1, curve(20)), fake_record("copy", "rope", 1, curve(30)),
+            fake_record("copy", "alibi", 1, curve(20))]
+    mrr = L.mean_reciprocal_rank(L.exact_match_frame(recs), range(17, 33))
+    assert mrr["nope"] == pytest.approx((1 + 1 / 2.5) / 2)
+    assert mrr["rope"] == pytest.approx((1 / 2 + 1) / 2)
+    assert mrr["alibi"] == pytest.approx((1 / 3 + 1 / 2.5) / 2)
+    assert list(mrr.index) == ["rope", "nope", "alibi"]
+
+
+def test_in_distribution_misses_are_listed():
+    recs = [fake_record("reverse", "nope", 1, {n: 0.9 for n in range(1, 49)}), fake_record("copy", "nope", 0, curve(48))]
+    m = L.in_distribution_misses(recs)
+    assert m["run"].tolist() == ["reverse-nope-s1"] and m.iloc[0, 1] == 90.0
+
+
+def test_load_grid_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"60 of 60 runs have no record .*copy-nope-s0"):
+        L.load_grid(results_dir=tmp_path)
+
+
+def test_baseline_and_paper_tables_read_the_published_numbers():
+    recs = [fake_record(t, e, 0, curve(17)) for t in ("copy", "reverse") for e in L.POSITIONAL_ENCODINGS]
+    df = L.exact_match_frame(recs)
+    base = L.baseline_comparison(df)
+    assert base.loc[("copy", "NoPE"), ("baseline (3 seeds)", "n = 18")] == 81.1
+    assert base.loc[("copy", "NoPE"), ("ours", "n = 17")] == 100.0
+    paper = L.paper_comparison(df)
+    assert paper.loc["NoPE", "MRR, paper (10 tasks)"] == 0.687 and "Learned" not in paper.index
+
+
+def test_on_target_indices():
+    q, k = L.on_target("copy", 3)  # [BOS x1 x2 x3 SEP y1 y2 y3]: SEP predicts y1 <- x1
+    assert q.tolist() == [4, 5, 6] and k.tolist() == [1, 2, 3]
+    assert L.on_target("reverse", 3)[1].tolist() == [3, 2, 1]
+
+
+class PointerOracle(L.DecoderOnlyLM):
+    """Attention that is exactly a pointer in layer 1, head 2: all mass on the source."""
+
+    def forward(self, idx, positions=None, segments=None, cache=None, return_internals=False):
+        B, T = idx.shape
+        n = (T - 2) // 2
+        att = torch.zeros(3, B, 4, T, T)
+        att[..., 0] = 1.0  # everything else looks at BOS
+        q, k = L.on_target(self.task, n)
+        att[1, :, 2, q, :] = 0.0
+        att[1, :, 2, q, k] = 1.0
+        return torch.zeros(B, T, L.VOCAB_SIZE), L.Internals(list(att), [])
+
+
+@pytest.mark.parametrize("task", ["copy", "reverse"])
+def test_pointer_head_is_found_and_scored(task):
+    m = PointerOracle(L.ModelConfig())
+    m.task = task
+    assert L.pointer_head(m, task, 16) == (1, 2, 1.0)
+    assert L.pointer_scores(m, task, 9)[0, 0] == 0.0
+
+
+def test_jensen_shannon_divergence():
+    p = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+    q = torch.tensor([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0]])
+    d = L._jsd_rows(p, q)
+    assert d[0] == 0 and d[1] == pytest.approx(1.0)
+    assert torch.allclose(L._jsd_rows(q, p), d)
+    m = L.DecoderOnlyLM(L.ModelConfig(encoding="alibi")).eval()
+    assert L.jsd_to_reference(m, m, "copy", 5) == pytest.approx(0.0, abs=1e-6)
+    other = L.DecoderOnlyLM(L.ModelConfig(encoding="rope")).eval()
+    assert 0 < L.jsd_to_reference(m, other, "copy", 5) <= 1
+
+
+@pytest.fixture
+def grid_weights(tmp_path):
+    """Untrained weights saved where the grid's would be, for two models."""
+    torch.manual_seed(0)
+    for enc in ("nope", "rope"):
+        cfg = L.make_run("reverse", enc, 0)
+        path = L.weights_path(tmp_path, cfg)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(L.DecoderOnlyLM(cfg.model).state_dict(), path)
+    return tmp_path
+
+
+def test_load_model_reports_missing_weights(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no weights for copy-t5-s3"):
+        L.load_model("copy", "t5", 3, tmp_path)
+
+
+def test_explorer_redraws_when_controls_change(grid_weights):
+    pytest.importorskip("ipywidgets")
+    ex = L.AttentionExplorer(seeds=[0], results_dir=grid_weights)
+    assert ex.last["encoding"] == "nope" and ex.last["attention"].shape == (16, 34)
+    ex.controls["n"].value = 7
+    assert ex.last["n"] == 7 and ex.last["attention"].shape == (7, 16)
+    ex.controls["encoding"].value = "rope"
+    ex.controls["head"].value = 3
+    direct = L.draw_attention("reverse", "rope", 0, 0, 3, 7, results_dir=grid_weights)
+    assert ex.last["encoding"] == "rope" and ex.last["head"] == 3
+    assert (ex.last["attention"] == direct["attention"]).all()
+    assert len(ex.last["generated"]) == len(ex.last["target"]) == 8  # n symbols and EOS
+    assert math.isclose(ex.last["on_target"], direct["on_target"])

@@ -1,0 +1,63 @@
+"""Benchmark helpers (small smoke runs, FLOP counting) and that every figure is labelled."""
+
+import matplotlib
+
+matplotlib.use("agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import lengen_helpers as L  # noqa: E402
+from test_analysis_and_inspection import curve, fake_record  # noqa: E402
+
+
+def test_training_step_flops_counts_real_tokens_and_causal_attention():
+    cfg = L.ModelConfig(d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    b = L.single_length_batch(L.get_task("copy"), 1, 1, torch.Generator().manual_seed(0))  # 5 tokens, 4 inputs
+    dense = 2 * (4 * 8 * 8 + 2 * 8 * 16) + 2 * 8 * L.VOCAB_SIZE
+    attention = 2 * 8 * 4 * 5  # one layer, one sequence of 4 inputs
+    assert L.training_step_flops(b, cfg) == 3 * (4 * dense + attention)
+    packed = L.packed_training_batch(L.get_task("copy"), [1, 1], torch.Generator().manual_seed(0))
+    assert L.training_step_flops(packed, cfg) == 2 * L.training_step_flops(b, cfg)  # padding is not useful work
+
+
+def test_bench_training_smoke():
+    r = L.bench_training(steps=2, repeats=1)
+    assert set(r["ms_per_step"]) == {"ours, packed rows", "ours, padded rows", "GPT2LMHeadModel, padded rows"}
+    assert all(v > 0 for v in r["ms_per_step"].values())
+    assert 0 < r["fraction_of_matmul_peak"] < 2 and r["useful_gflop_per_step"] > 0
+
+
+def test_bench_kv_cache_smoke_and_ratios():
+    r = L.bench_kv_cache(batches=(2,), new_tokens=(3,), repeats=1)
+    t = L.kv_ratios(r)
+    assert t.index.tolist() == [(2, 3)]
+    assert t.loc[(2, 3), "cached vs uncached (ours)"] == pytest.approx(t.loc[(2, 3), "ours, uncached"] / t.loc[(2, 3), "ours, cached"])
+    assert r["cache_bytes_batch64_144_positions"] == 2 * 3 * 64 * 4 * 144 * 16 * 4
+
+
+def assert_labelled(fig):
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        assert ax.get_title(), "every panel has a title"
+        assert ax.get_xlabel() and ax.get_ylabel(), f"panel {ax.get_title()!r} labels both axes"
+
+
+def test_figures_are_labelled(tmp_path):
+    recs = [fake_record(t, e, s, curve(16 + s)) for t in ("copy", "reverse") for e in ("nope", "rope") for s in (0, 1)]
+    df = L.exact_match_frame(recs)
+    figs = [L.plot_encodings(), L.plot_accuracy_vs_length(df), L.plot_training_curves(recs)]
+    for f in figs[1:]:
+        assert all(ax.get_legend() is not None for ax in f.axes)
+    kv = {"rows": [{"batch": 1, "new_tokens": n, "ours, cached": 1.0, "ours, uncached": 2.0, "GPT-2 generate, cached": 3.0,
+                    "GPT-2 generate, uncached": 4.0} for n in (32, 64)]}
+    figs.append(L.plot_kv_benchmark(kv))
+    import pandas as pd
+
+    pointer = pd.DataFrame([{"task": "copy", "encoding": "nope", "seed": 0, "n": n, "on_target": 0.5} for n in (1, 2)])
+    figs.append(L.plot_pointer_scores(pointer))
+    jsd = pd.DataFrame([{"task": "copy", "encoding": e, "seed": 0, "n": n, "jsd": 0.1} for e in ("nope", "t5") for n in (2, 4)])
+    figs.append(L.plot_jsd(jsd))
+    for f in figs:
+        assert_labelled(f)
