@@ -268,7 +268,7 @@ def make_encoding(cfg: "ModelConfig") -> PositionalEncoding:
     return ENCODINGS[cfg.encoding](cfg)
 
 
-def _pairwise(q_pos: Tensor, k_pos: Tensor) -> Tensor:
+def relative_distance(q_pos: Tensor, k_pos: Tensor) -> Tensor:
     """Query position minus key position, (.., Tq, Tk), with a leading batch axis."""
     if q_pos.dim() == 1:
         q_pos, k_pos = q_pos[None], k_pos[None]
@@ -380,7 +380,7 @@ class ALiBi(PositionalEncoding):
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        distance = _pairwise(q_pos, k_pos).to(torch.float32)  # (B, Tq, Tk)
+        distance = relative_distance(q_pos, k_pos).to(torch.float32)  # (B, Tq, Tk)
         return -self.slopes[None, :, None, None] * distance[:, None]
 
 
@@ -407,7 +407,7 @@ class T5Bias(PositionalEncoding):
         self.table = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        buckets = t5_bucket(_pairwise(q_pos, k_pos), self.cfg.t5_num_buckets, self.cfg.t5_max_distance)
+        buckets = t5_bucket(relative_distance(q_pos, k_pos), self.cfg.t5_num_buckets, self.cfg.t5_max_distance)
         return self.table(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
 
 
