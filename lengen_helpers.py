@@ -170,7 +170,7 @@ def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generat
 
 
 def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
-    """One training batch of len(lengths) sequences, packed into rows without wasted compute.
+    """One training batch of len(lengths) sequences, packed into rows with little padding.
 
     Sequences are placed first-fit-decreasing into rows no longer than the longest sequence;
     attention is masked to each sequence and positions restart per sequence, so the loss (a
@@ -291,6 +291,8 @@ def sinusoidal_table(positions: Tensor, d: int, base: float = 10000.0) -> Tensor
 
 @register_encoding
 class Sinusoidal(PositionalEncoding):
+    """Vaswani et al.'s fixed table of sines and cosines, added to the token embeddings."""
+
     name = "sinusoidal"
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
@@ -373,6 +375,8 @@ def alibi_slopes(n_heads: int) -> Tensor:
 
 @register_encoding
 class ALiBi(PositionalEncoding):
+    """A fixed bias -slope * distance on the attention logits, one geometric slope per head."""
+
     name = "alibi"
 
     def __init__(self, cfg: "ModelConfig"):

@@ -50,7 +50,7 @@ print("tasks:", sorted(L.TASKS), "| vocabulary size:", L.VOCAB_SIZE)
 
 # %% [markdown]
 # Training draws each of the 64 sequences of a batch with its own length, uniform in 1..16. To
-# waste no compute on padding, `packed_training_batch` packs several sequences into one row
+# spend little compute on padding, `packed_training_batch` packs several sequences into one row
 # (first-fit-decreasing, rows as long as the longest sequence); positions restart at every
 # sequence and attention is masked so sequences never see each other. The loss and gradients
 # equal those of the same batch padded one sequence per row (a unit test checks this).
@@ -61,8 +61,9 @@ lengths = torch.randint(1, 17, (64,), generator=g).tolist()
 packed = L.packed_training_batch(L.get_task("copy"), lengths, torch.Generator().manual_seed(2))
 padded = L.padded_training_batch(L.get_task("copy"), lengths, torch.Generator().manual_seed(2))
 real = int((packed.segments >= 0).sum())
-print(f"padded: {tuple(padded.tokens.shape)} = {padded.tokens.numel()} slots; "
-      f"packed: {tuple(packed.tokens.shape)} = {packed.tokens.numel()} slots; real tokens: {real}")
+for name, b in [("padded", padded), ("packed", packed)]:
+    print(f"{name}: {tuple(b.tokens.shape)} = {b.tokens.numel()} slots for {real} real tokens, "
+          f"{1 - real / b.tokens.numel():.0%} padding")
 print("one packed row, segments:", packed.segments[-1].tolist())
 
 # %% [markdown]
