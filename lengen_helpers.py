@@ -1307,9 +1307,13 @@ def _set_one_thread() -> None:
     torch.set_num_threads(1)
 
 
+IN_CI = bool(os.environ.get("CI"))  # continuous integration reads committed results, never trains
+
+
 def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, executor: Executor | None = None,
-          max_workers: int | None = None, progress: bool = True) -> list[dict[str, Any]]:
+          max_workers: int | None = None, progress: bool = True, train: bool = True) -> list[dict[str, Any]]:
     """Run what `results_dir` lacks; return every config's record, in the order given.
+    With train=False, missing runs are an error that names them instead.
 
     Done runs are found by config hash, so a changed setting never gets a stale record. A corrupt
     record is reported by name, kept beside as `.corrupt`, and its run re-done. A run that was
@@ -1330,6 +1334,9 @@ def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, e
                 print(f"sweep: {e}; moved to {keep.name} and re-running {cfg.name}", file=sys.stderr)
                 path.rename(keep)
         todo.append(cfg)
+    if todo and not train:
+        raise FileNotFoundError(f"{len(todo)} runs have no record in {results_dir} and training is off: "
+                                f"{', '.join(c.name for c in todo[:5])}{' ...' if len(todo) > 5 else ''}")
     if todo:
         own = executor is None
         if own:

@@ -121,6 +121,11 @@ def test_sweep_runs_only_what_is_missing_and_never_serves_a_stale_record(tmp_pat
     assert new[0]["config_hash"] == changed.hash != recs[0]["config_hash"]
 
 
+def test_sweep_without_training_names_the_missing_runs(tmp_path):
+    with pytest.raises(FileNotFoundError, match="2 runs have no record .*copy-nope-s0, copy-nope-s1"):
+        L.sweep([tiny(seed=0), tiny(seed=1)], tmp_path, train=False)
+
+
 def test_corrupt_record_is_reported_kept_and_rerun(tmp_path, capsys):
     cfg = tiny()
     path = L.record_path(tmp_path, cfg)
