@@ -6,15 +6,16 @@ in the order a reader meets it:
 
     1. vocabulary and tasks            (copy, reverse; a registry for more)
     2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
-    3. attention                       (written out, plus a fast path; KV cache)
-    4. blocks and models               (DecoderOnlyLM, Seq2SeqTransformer)
+    3. attention                       (written out, plus a fast path; a preallocated KV cache)
+    4. blocks and models               (DecoderOnlyLM, Seq2SeqTransformer, PyTorch references)
     5. exact match                     (teacher-forced, per length)
-    6. training one run                (RunConfig, train_run, checkpoints)
-    7. the sweep                       (resumable, parallel, any concurrent.futures executor)
-    8. analysis                        (records -> tables, figures, mean reciprocal rank)
-    9. attention inspection            (pointer heads, Jensen-Shannon similarity to NoPE)
-   10. benchmarks                      (training throughput, KV cache)
-   11. command line                    (python -m lengen_helpers train|sweep|bench-kv)
+    6. verification and pictures       (notebooks 01 and 02)
+    7. training one run                (RunConfig, train_run, checkpoints)
+    8. the sweep                       (resumable, parallel, any concurrent.futures executor)
+    9. analysis                        (records -> tables, figures, mean reciprocal rank)
+   10. attention inspection            (pointer heads, an explorer, JSD similarity to NoPE)
+   11. benchmarks                      (training throughput, KV cache)
+   12. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
@@ -476,7 +477,8 @@ class KVCache:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention from four linear maps; self- or cross-attention, optional KV cache."""
+    """Multi-head attention: one stacked query/key/value map and an output map; self- or
+    cross-attention, with an optional KV cache."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
@@ -516,7 +518,7 @@ class MultiHeadAttention(nn.Module):
             q, k = rotate(q), rotate(k)
         if cache is not None:
             k, v = cache.append(layer, k, v)
-        if need_weights or q.shape[-2] == 1:
+        if need_weights or (cache is not None and q.shape[-2] == 1):
             # written out; for a single query (a cached decoding step) it is also the faster path
             # on CPU, where PyTorch's fused kernel is tiled for long query blocks
             out, weights = scaled_dot_product_attention(q, k, v, mask, bias)
@@ -652,7 +654,8 @@ class DecoderOnlyLM(nn.Module):
         if positions is None:
             positions = torch.arange(past, past + T, device=idx.device)
         k_pos = torch.arange(past + T, device=idx.device) if cache is not None else positions
-        mask = causal_mask(T, past + T, idx.device) if T > 1 else None  # one new token sees everything
+        # causal; a single new token (a cached decoding step) may see everything, so no mask
+        mask = causal_mask(T, past + T, idx.device) if T > 1 or segments is not None else None
         if segments is not None:
             mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
         bias = self.pos.bias(positions, k_pos)
@@ -690,7 +693,7 @@ class DecoderOnlyLM(nn.Module):
         fed = prompt
         for t in range(P, P + max_new_tokens):
             logits = self(fed if use_cache else out[:, :t], cache=cache)[:, -1]
-            torch.argmax(logits, -1, out=out[:, t])
+            out[:, t] = logits.argmax(-1)
             if return_logits:
                 step_logits.append(logits)
             fed = out[:, t : t + 1]
@@ -862,7 +865,7 @@ def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# 5b. Verification checks and pictures (notebooks 01 and 02)
+# 6. Verification checks and pictures (notebooks 01 and 02)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1036,7 +1039,7 @@ def plot_encodings(path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 6. Training one run
+# 7. Training one run
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1244,7 +1247,7 @@ def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int
 
 
 # ---------------------------------------------------------------------------------------------
-# 7. The sweep: resumable, parallel, any concurrent.futures executor
+# 8. The sweep: resumable, parallel, any concurrent.futures executor
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1354,7 +1357,7 @@ def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, e
 
 
 # ---------------------------------------------------------------------------------------------
-# 8. Analysis: records -> tables, figures, mean reciprocal rank
+# 9. Analysis: records -> tables, figures, mean reciprocal rank
 # ---------------------------------------------------------------------------------------------
 
 LABELS = {"nope": "NoPE", "sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi", "t5": "T5 bias"}
@@ -1542,7 +1545,7 @@ def throughput_table(records: Sequence[dict[str, Any]]):
 
 
 # ---------------------------------------------------------------------------------------------
-# 9. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE
+# 10. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE
 # ---------------------------------------------------------------------------------------------
 
 ATTENTION_DIR = RESULTS_DIR / "attention"
@@ -1795,7 +1798,7 @@ def plot_jsd(table, path: Path | None = None, train_max: int = 16):
 
 
 # ---------------------------------------------------------------------------------------------
-# 10. Benchmarks: training throughput (notebook 03) and the KV cache (notebook 06)
+# 11. Benchmarks: training throughput (notebook 03) and the KV cache (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 BENCH_DIR = RESULTS_DIR / "benchmarks"
@@ -1989,7 +1992,7 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 11. Command line
+# 12. Command line
 # ---------------------------------------------------------------------------------------------
 
 
