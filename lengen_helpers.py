@@ -429,7 +429,7 @@ def scaled_dot_product_attention(
     q (.., Tq, dh), k and v (.., Tk, dh); `mask` is boolean, True where attention is allowed,
     broadcastable to (.., Tq, Tk); `bias` is added to the logits before masking.
     """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # scaling q is cheaper than the scores
     if bias is not None:
         scores = scores + bias
     if mask is not None:
@@ -647,9 +647,16 @@ class DecoderOnlyLM(nn.Module):
         segments: (B, T) sequence ids for packed rows; attention never crosses segments.
         cache: a KVCache; idx then holds only the tokens not yet in it.
         """
-        B, T = idx.shape
+        self._check_ids(idx)
+        return self._forward(idx, positions, segments, cache, return_internals)
+
+    def _check_ids(self, idx: Tensor) -> None:
         if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.vocab_size):
             raise ValueError(f"token ids must lie in [0, {self.vocab_size}); got [{int(idx.min())}, {int(idx.max())}]")
+
+    def _forward(self, idx: Tensor, positions: Tensor | None, segments: Tensor | None, cache: KVCache | None,
+                 return_internals: bool) -> Tensor | tuple[Tensor, Internals]:
+        B, T = idx.shape
         past = cache.length if cache is not None else 0
         if positions is None:
             positions = torch.arange(past, past + T, device=idx.device)
@@ -685,6 +692,7 @@ class DecoderOnlyLM(nn.Module):
 
         With the cache, the prompt is run once and each step feeds only the newest token.
         """
+        self._check_ids(prompt)  # generated tokens are argmaxes over the vocabulary: valid by construction
         B, P = prompt.shape
         out = torch.empty(B, P + max_new_tokens, dtype=torch.long, device=prompt.device)
         out[:, :P] = prompt
@@ -692,7 +700,7 @@ class DecoderOnlyLM(nn.Module):
         cache = self.new_cache(B, P + max_new_tokens) if use_cache else None
         fed = prompt
         for t in range(P, P + max_new_tokens):
-            logits = self(fed if use_cache else out[:, :t], cache=cache)[:, -1]
+            logits = self._forward(fed if use_cache else out[:, :t], None, None, cache, False)[:, -1]
             out[:, t] = logits.argmax(-1)
             if return_logits:
                 step_logits.append(logits)
