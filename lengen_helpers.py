@@ -1290,32 +1290,31 @@ def read_record(path: Path) -> dict[str, Any]:
     missing = [k for k in ("config", "config_hash", "exact_match", "loss_curve") if k not in rec]
     if missing:
         raise CorruptRecord(f"{path}: incomplete record, missing {', '.join(missing)}")
-    if RunConfig.from_dict(rec["config"]).hash != rec["config_hash"]:
+    try:
+        cfg_hash = RunConfig.from_dict(rec["config"]).hash
+    except (TypeError, ValueError) as e:
+        raise CorruptRecord(f"{path}: its config is not a valid RunConfig ({e})") from None
+    if cfg_hash != rec["config_hash"]:
         raise CorruptRecord(f"{path}: config does not match its hash {rec['config_hash']}")
     return rec
 
 
 def run_and_save(config: RunConfig | dict, results_dir: str | Path, save_weights: bool = True,
-                 threads: int = 1) -> dict[str, Any]:
+                 progress: bool = False) -> dict[str, Any]:
     """Train one run (resuming from its checkpoint), then write weights and record atomically.
 
     The sweep's unit of work; top level so any executor can pickle it. The weights (about 0.6 MB
     a run) are kept so that notebook 05 can inspect every seed's model without retraining.
     """
-    torch.set_num_threads(threads)
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     results_dir = Path(results_dir)
     ckpt = checkpoint_path(results_dir, cfg)
-    model, record = train_run(cfg, checkpoint=ckpt, progress=False)
+    model, record = train_run(cfg, checkpoint=ckpt, progress=progress)
     if save_weights:
         _atomic_write(weights_path(results_dir, cfg), lambda p: torch.save(model.state_dict(), p))
     _atomic_json(record_path(results_dir, cfg), record)
     ckpt.unlink(missing_ok=True)
     return record
-
-
-def _set_one_thread() -> None:
-    torch.set_num_threads(1)
 
 
 IN_CI = bool(os.environ.get("CI"))  # continuous integration reads committed results, never trains
@@ -1352,7 +1351,7 @@ def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, e
         own = executor is None
         if own:
             workers = max_workers or os.cpu_count() or 1
-            executor = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_set_one_thread)
+            executor = ProcessPoolExecutor(max_workers=min(workers, len(todo)))  # train_run uses one thread
         try:
             futures = {executor.submit(run_and_save, cfg.to_dict(), str(results_dir)): cfg for cfg in todo}
             for fut in _progress(as_completed(futures), len(futures), "sweep", progress):
@@ -2032,11 +2031,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     if args.cmd == "train":
         cfg = make_run(args.task, args.encoding, args.seed, steps=args.steps)
-        torch.set_num_threads(1)
-        model, rec = train_run(cfg, checkpoint=checkpoint_path(args.results, cfg))
-        _atomic_write(weights_path(args.results, cfg), lambda q: torch.save(model.state_dict(), q))
-        _atomic_json(record_path(args.results, cfg), rec)
-        checkpoint_path(args.results, cfg).unlink(missing_ok=True)
+        rec = run_and_save(cfg, args.results, progress=True)
         print(f"{cfg.name}: in-distribution {rec['in_distribution_mean']:.3f}, "
               f"n=17 {rec['exact_match']['17']:.3f}, {rec['wall_time_s']:.0f} s -> {record_path(args.results, cfg)}")
     elif args.cmd == "sweep":

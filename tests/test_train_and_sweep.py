@@ -140,6 +140,14 @@ def test_corrupt_record_is_reported_kept_and_rerun(tmp_path, capsys):
     assert L.read_record(path)["config_hash"] == cfg.hash
 
 
+def test_read_record_refuses_a_record_whose_config_is_not_valid(tmp_path):
+    p = tmp_path / "r.json"
+    bad = tiny().to_dict() | {"task": "sort"}
+    p.write_text(json.dumps({"config": bad, "config_hash": "x", "exact_match": {}, "loss_curve": {}}))
+    with pytest.raises(L.CorruptRecord, match="not a valid RunConfig .*unknown task 'sort'"):
+        L.read_record(p)
+
+
 def test_read_record_names_what_is_missing(tmp_path):
     p = tmp_path / "r.json"
     p.write_text(json.dumps({"config": tiny().to_dict(), "config_hash": tiny().hash}))
