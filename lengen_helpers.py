@@ -584,12 +584,13 @@ class Block(nn.Module):
         self.norm_cross = nn.LayerNorm(d_model) if cross else None
         self.ffn = FeedForward(d_model, d_ff, dropout)
         self.norm2 = nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = nn.Dropout(dropout) if dropout > 0 else None  # skipped, not called, when 0
 
     def _residual(self, x: Tensor, norm: nn.LayerNorm, f: Callable[[Tensor], Tensor]) -> Tensor:
-        if self.pre_norm:
-            return x + self.drop(f(norm(x)))
-        return norm(x + self.drop(f(x)))
+        h = f(norm(x)) if self.pre_norm else f(x)
+        if self.drop is not None:
+            h = self.drop(h)
+        return x + h if self.pre_norm else norm(x + h)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, memory_mask: Tensor | None = None, **attn) -> tuple[Tensor, Tensor | None]:
         weights = None
