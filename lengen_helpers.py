@@ -1442,27 +1442,37 @@ def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 
     return pd.DataFrame(out).set_index(["task", "encoding"])
 
 
-def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16):
-    """Exact match against n, one panel per task, one line per encoding (mean; band = min..max over seeds)."""
+def plot_by_length(table, value: str, ylabel: str, title: str, path: Path | None = None, train_max: int = 16,
+                   scale: float = 1.0, band: bool = True, line_label: Callable[[str], str] | None = None,
+                   ylim: tuple[float, float] | None = None):
+    """One panel per task, one line per encoding against n: the mean over seeds of `value`
+    (times `scale`), a min-max band over seeds, and the longest training length marked."""
     import matplotlib.pyplot as plt
 
-    tasks = list(dict.fromkeys(df["task"]))
+    tasks = list(dict.fromkeys(table["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        for enc, g in df[df["task"] == task].groupby("encoding", sort=False):
-            stats = g.groupby("n")["exact_match"].agg(["mean", "min", "max"]) * 100
-            seeds = g["seed"].nunique()
-            ax.plot(stats.index, stats["mean"], color=COLORS.get(enc), label=f"{label(enc)} ({seeds} seeds)")
-            ax.fill_between(stats.index, stats["min"], stats["max"], color=COLORS.get(enc), alpha=0.15)
-        ax.axvline(train_max, color="black", ls="--", lw=1, label=f"longest training n = {train_max}")
-        ax.set(title=f"{task}: exact match against length", xlabel="input length n (symbols)", ylabel="exact match (%)",
-               xlim=(1, df["n"].max()), ylim=(-2, 102))
+        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
+            stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
+            name = line_label(enc) if line_label else f"{label(enc)} ({g['seed'].nunique()} seeds)"
+            ax.plot(stats.index, stats["mean"], color=COLORS.get(enc), ls="--" if "floor" in name else "-", label=name)
+            if band:
+                ax.fill_between(stats.index, stats["min"], stats["max"], color=COLORS.get(enc), alpha=0.15)
+        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
+        ax.set(title=f"{task}: {title}", xlabel="input length n (symbols)", ylabel=ylabel)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
         ax.legend(fontsize=8)
-    fig.suptitle("Trained on n = 1-16; line = mean over seeds, band = min to max")
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
     return fig
+
+
+def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16):
+    """Exact match against n (mean over seeds; band = min to max)."""
+    return plot_by_length(df, "exact_match", "exact match (%, band = min-max over seeds)", "exact match against length",
+                          path, train_max, scale=100.0, ylim=(-2, 102))
 
 
 def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
@@ -1678,25 +1688,9 @@ def plot_pointer_heads(task: str, encodings: Sequence[str] = POSITIONAL_ENCODING
 
 
 def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
-    """On-target score against length, one panel per task, mean over seeds with a min-max band."""
-    import matplotlib.pyplot as plt
-
-    tasks = list(dict.fromkeys(table["task"]))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        for enc in dict.fromkeys(table["encoding"]):
-            g = table[(table["task"] == task) & (table["encoding"] == enc)]
-            stats = g.groupby("n")["on_target"].agg(["mean", "min", "max"])
-            ax.plot(stats.index, stats["mean"], color=COLORS.get(enc), label=f"{label(enc)} ({g['seed'].nunique()} seeds)")
-            ax.fill_between(stats.index, stats["min"], stats["max"], color=COLORS.get(enc), alpha=0.15)
-        ax.axvline(train_max, color="black", ls="--", lw=1, label=f"longest training n = {train_max}")
-        ax.set(title=f"{task}: pointer head's attention on the right source", xlabel="input length n (symbols)",
-               ylabel="mean attention on target", ylim=(-0.02, 1.02))
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    """The pointer head's on-target score against length (mean over seeds; band = min to max)."""
+    return plot_by_length(table, "on_target", "mean attention on the right source", "pointer head on target",
+                          path, train_max, ylim=(-0.02, 1.02))
 
 
 class AttentionExplorer:
@@ -1786,23 +1780,10 @@ def jsd_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[st
 
 
 def plot_jsd(table, path: Path | None = None, train_max: int = 16):
-    import matplotlib.pyplot as plt
-
-    tasks = list(dict.fromkeys(table["task"]))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        for enc in dict.fromkeys(table["encoding"]):
-            g = table[(table["task"] == task) & (table["encoding"] == enc)].groupby("n")["jsd"].mean()
-            name = "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)
-            ax.plot(g.index, g.values, color=COLORS.get(enc), ls="--" if enc == "nope" else "-", label=name)
-        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
-        ax.set(title=f"{task}: attention distance to NoPE", xlabel="input length n (symbols)",
-               ylabel="JSD to NoPE (bits; min over head pairs)")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
+    """Each encoding's JSD to NoPE against length (mean over seeds and examples)."""
+    floor = lambda enc: "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)  # noqa: E731
+    return plot_by_length(table, "jsd", "JSD to NoPE (bits; min over head pairs)", "attention distance to NoPE",
+                          path, train_max, band=False, line_label=floor)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -143,8 +143,9 @@ print("paper, closest first:                  T5 bias > ALiBi > Sinusoidal (APE)
 # **Does the paper's finding hold?** Mostly. Past the training length (n = 18-32), the relative
 # biases are the closest to NoPE: T5 on copy, ALiBi and T5 together on reverse, and RoPE and
 # sinusoidal are the farthest on both tasks, which is the paper's order (T5, then ALiBi, then APE
-# and Rotary). Two things the paper's figure does not show: within the training lengths every
-# encoding's heads are about as close to NoPE as another NoPE seed is (the floor), so the
-# differences open up only past n = 16; and the learned table, absent from the paper, sits between
-# the relative biases and RoPE. The NoPE floor is inflated by the failed reverse run (seed 1),
+# and Rotary). Two things the paper's figure does not show: within the training lengths T5, ALiBi
+# and the learned table are about as close to NoPE as another NoPE seed is (the dashed floor), on
+# reverse all six are, and only on copy do RoPE and sinusoidal already stand apart; the gaps open
+# up past n = 16. And the learned table, absent from the paper, sits between the relative biases
+# and RoPE. The NoPE floor is inflated by the failed reverse run (seed 1),
 # which enters two of the five NoPE-vs-NoPE pairs.
