@@ -68,7 +68,8 @@ records = L.sweep(configs, L.RESULTS_DIR, train=not L.IN_CI)
 
 # %%
 print(f"{len(records)} records, {sum(r['resumed_from_step'] > 0 for r in records)} resumed from a checkpoint")
-print(f"seed-0 weights saved: {sum(L.weights_path(L.RESULTS_DIR, c).exists() for c in configs if c.seed == 0)} of 12")
+print(f"weights saved: {sum(L.weights_path(L.RESULTS_DIR, c).exists() for c in configs)} of {len(configs)} "
+      "(notebook 05 inspects them)")
 
 # %% [markdown]
 # ## Training curves
