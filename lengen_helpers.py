@@ -964,8 +964,7 @@ def check_masks() -> list[Check]:
     model_weights = m(torch.randint(N_SPECIAL, VOCAB_SIZE, (2, 12)), return_internals=True)[1].attentions
     above_diagonal = max(float(w.triu(1).abs().max()) for w in model_weights)
     src = torch.tensor([[5, 6, 7, PAD, PAD]])
-    block = Block(64, 4, 256, False)
-    _, w = block.self_attn(torch.randn(1, 5, 64), mask=padding_mask(src), need_weights=True)
+    _, w = MultiHeadAttention(64, 4)(torch.randn(1, 5, 64), mask=padding_mask(src), need_weights=True)
     return [Check("causal mask vs nn.Transformer.generate_square_subsequent_mask",
                   float((causal_mask(12) != ref).sum()), 0.0),
             Check("decoder attention weight above the diagonal (every layer)", above_diagonal, 0.0),
@@ -1651,10 +1650,10 @@ def draw_attention(task: str, encoding: str, seed: int, layer: int, head: int, n
 
     model = load_model(task, encoding, seed, results_dir)
     batch = inspection_batch(task, n, max(64, example + 1))
-    att = attention_maps(model, batch)[layer, example, head]  # (T, T)
+    head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
     q, k = on_target(task, n)
-    rows = att[q].numpy()
-    score = float(attention_maps(model, batch)[layer, :, head][:, q, k].mean())
+    rows = head_maps[example, q].numpy()
+    score = float(head_maps[:, q, k].mean())
     sep = n + 1
     generated = model.generate(batch.tokens[example : example + 1, : sep + 1], n + 1)[0, sep + 1 :]
     target = batch.tokens[example, sep + 1 :]
