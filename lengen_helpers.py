@@ -159,15 +159,39 @@ def single_length_batch(task: Task, n: int, batch_size: int, generator: torch.Ge
     return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), loss_mask)
 
 
+def _draw_groups(task: Task, lengths: Sequence[int]) -> dict[int, list[int]]:
+    """Indices into `lengths` grouped by value, in increasing length: one task call per group."""
+    groups: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        groups.setdefault(int(n), []).append(i)
+    return dict(sorted(groups.items()))
+
+
 def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generator) -> list[tuple[Tensor, int]]:
     """One sequence per entry of `lengths` (in order), drawn in one task call per distinct length."""
     out: list[tuple[Tensor, int]] = [None] * len(lengths)  # type: ignore[list-item]
-    for n in sorted(set(lengths)):
-        idx = [i for i, m in enumerate(lengths) if m == n]
+    for n, idx in _draw_groups(task, lengths).items():
         tokens, sep = make_sequences(task, n, len(idx), generator)
         for row, i in zip(tokens, idx):
             out[i] = (row, sep)
     return out
+
+
+def first_fit_decreasing(sizes: Sequence[int], capacity: int) -> list[tuple[int, int, int]]:
+    """Place items into bins of `capacity`, longest first, each into the first bin with room.
+    Returns, per item, (bin, offset in the bin, index of the item within its bin)."""
+    place: list[tuple[int, int, int]] = [(0, 0, 0)] * len(sizes)
+    used: list[int] = []  # filled length of each bin
+    count: list[int] = []  # items in each bin
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        r = next((r for r, u in enumerate(used) if u + sizes[i] <= capacity), len(used))
+        if r == len(used):
+            used.append(0)
+            count.append(0)
+        place[i] = (r, used[r], count[r])
+        used[r] += sizes[i]
+        count[r] += 1
+    return place
 
 
 def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
@@ -175,39 +199,34 @@ def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
 
     Sequences are placed first-fit-decreasing into rows no longer than the longest sequence;
     attention is masked to each sequence and positions restart per sequence, so the loss (a
-    mean over all target tokens) equals that of the same sequences padded one per row.
+    mean over all target tokens) equals that of the same sequences padded one per row. The
+    rows are filled by one scatter per tensor, not a copy per sequence.
     """
-    seqs = _draw_by_length(task, [int(n) for n in lengths], generator)
-    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))
-    capacity = len(seqs[order[0]][0])
-    rows: list[list[int]] = []
-    room: list[int] = []
-    for i in order:
-        L = len(seqs[i][0])
-        r = next((r for r, free in enumerate(room) if free >= L), None)
-        if r is None:
-            rows.append([])
-            room.append(capacity)
-            r = len(rows) - 1
-        rows[r].append(i)
-        room[r] -= L
-    B = len(rows)
-    tokens = torch.full((B, capacity), PAD, dtype=torch.long)
-    positions = torch.zeros(B, capacity, dtype=torch.long)
-    segments = torch.full((B, capacity), -1, dtype=torch.long)
-    loss_mask = torch.zeros(B, capacity, dtype=torch.bool)
-    ramp = torch.arange(capacity)
-    for r, members in enumerate(rows):
-        start = 0
-        for s, i in enumerate(members):
-            seq, sep = seqs[i]
-            end = start + len(seq)
-            tokens[r, start:end] = seq
-            positions[r, start:end] = ramp[: len(seq)]
-            segments[r, start:end] = s
-            loss_mask[r, start + sep : end - 1] = True  # inputs whose next token is y1..ym or EOS
-            start = end
-    return Batch(tokens, positions, segments, loss_mask[:, :-1])
+    lengths = [int(n) for n in lengths]
+    groups = _draw_groups(task, lengths)
+    drawn = {n: make_sequences(task, n, len(idx), generator) for n, idx in groups.items()}  # (tokens, sep)
+    size = [drawn[n][0].shape[1] for n in lengths]
+    capacity = max(size)
+    place = first_fit_decreasing(size, capacity)
+    rows = 1 + max(r for r, _, _ in place)
+    # per sequence, in the order the groups were drawn: where it starts, how long, where its answer begins
+    order = [i for idx in groups.values() for i in idx]
+    start = torch.tensor([place[i][0] * capacity + place[i][1] for i in order])
+    length = torch.tensor([size[i] for i in order])
+    answer = torch.tensor([drawn[lengths[i]][1] for i in order])
+    segment = torch.tensor([place[i][2] for i in order])
+    # per token: which sequence it belongs to and its offset in it (= its position)
+    seq = torch.repeat_interleave(torch.arange(len(order)), length)
+    offset = torch.arange(len(seq)) - (torch.cumsum(length, 0) - length)[seq]
+    dest = start[seq] + offset
+    src = torch.cat([drawn[n][0].flatten() for n in groups])
+    tokens = torch.full((rows * capacity,), PAD, dtype=torch.long).index_put_((dest,), src)
+    positions = torch.zeros(rows * capacity, dtype=torch.long).index_put_((dest,), offset)
+    segments = torch.full((rows * capacity,), -1, dtype=torch.long).index_put_((dest,), segment[seq])
+    is_target = (offset >= answer[seq]) & (offset < length[seq] - 1)  # inputs whose next token is y1..ym or EOS
+    loss_mask = torch.zeros(rows * capacity, dtype=torch.bool).index_put_((dest,), is_target)
+    shape = (rows, capacity)
+    return Batch(tokens.view(shape), positions.view(shape), segments.view(shape), loss_mask.view(shape)[:, :-1])
 
 
 def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
@@ -236,6 +255,7 @@ def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
 
 class PositionalEncoding(nn.Module):
     name: str = ""
+    relative: bool = False  # True if `bias` depends on q_pos - k_pos only (lets packed rows share it)
 
     def __init__(self, cfg: "ModelConfig"):
         super().__init__()
@@ -379,6 +399,7 @@ class ALiBi(PositionalEncoding):
     """A fixed bias -slope * distance on the attention logits, one geometric slope per head."""
 
     name = "alibi"
+    relative = True
 
     def __init__(self, cfg: "ModelConfig"):
         super().__init__(cfg)
@@ -406,6 +427,7 @@ class T5Bias(PositionalEncoding):
     """A learned scalar per (distance bucket, head), one table shared by all layers."""
 
     name = "t5"
+    relative = True
 
     def __init__(self, cfg: "ModelConfig"):
         super().__init__(cfg)
@@ -518,9 +540,10 @@ class MultiHeadAttention(nn.Module):
             q, k = rotate(q), rotate(k)
         if cache is not None:
             k, v = cache.append(layer, k, v)
-        if need_weights or (cache is not None and q.shape[-2] == 1):
+        if need_weights or (cache is not None and q.shape[-2] == 1) or (bias is not None and bias.requires_grad):
             # written out; for a single query (a cached decoding step) it is also the faster path
-            # on CPU, where PyTorch's fused kernel is tiled for long query blocks
+            # on CPU, where PyTorch's fused kernel is tiled for long query blocks; and a bias that
+            # is trained (T5) sends PyTorch to its own unfused path anyway, with extra checks
             out, weights = scaled_dot_product_attention(q, k, v, mask, bias)
             weights = weights if need_weights else None
         else:
@@ -666,7 +689,15 @@ class DecoderOnlyLM(nn.Module):
         mask = causal_mask(T, past + T, idx.device) if T > 1 or segments is not None else None
         if segments is not None:
             mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
-        bias = self.pos.bias(positions, k_pos)
+        if self.pos.relative and cache is None and segments is not None and _counts_up_within(positions, segments):
+            # a relative bias sees only q - k, which inside a sequence equals the column distance:
+            # one (T, T) bias serves every packed row (attention across sequences is masked anyway)
+            columns = torch.arange(T, device=idx.device)
+            bias = self.pos.bias(columns, columns)
+        else:
+            bias = self.pos.bias(positions, k_pos)
+        if bias is not None and mask is not None:  # fold the mask into the bias once, for every layer
+            bias, mask = bias.masked_fill(~mask, float("-inf")), None
         x = self.pos.embed(self.tok_emb(idx), positions)
         attn = dict(mask=mask, bias=bias, rotate=self.pos.rotary(positions), cache=cache, need_weights=return_internals)
         attentions, hidden = [], [x]
@@ -709,6 +740,15 @@ class DecoderOnlyLM(nn.Module):
         if return_logits:
             return out, torch.stack(step_logits, dim=1)
         return out
+
+
+def _counts_up_within(positions: Tensor, segments: Tensor) -> bool:
+    """True if (B, T) positions go up by one from each token to the next of the same sequence
+    (padding, segment -1, is ignored: nothing reads its outputs)."""
+    if positions.dim() != 2:
+        return False
+    same = (segments[:, 1:] == segments[:, :-1]) & (segments[:, 1:] >= 0)
+    return bool(((positions[:, 1:] - positions[:, :-1] == 1) | ~same).all())
 
 
 def _init_weights(module: nn.Module) -> None:
@@ -1103,8 +1143,22 @@ class RunConfig:
 
     @property
     def hash(self) -> str:
-        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
+        return config_hash(self.to_dict(), TRAINING_REVISION)
+
+
+# Bump when a change to the training or evaluation code changes what a run produces: every
+# config hash changes with it, so the sweep re-runs the grid instead of serving records that the
+# old code made. Revision 1 was the first grid; 2 packs batches by scatter, shares the relative
+# bias across packed rows, and uses PyTorch's fused AdamW (same data, float-level differences).
+TRAINING_REVISION = 2
+
+
+def config_hash(config: dict[str, Any], revision: int = TRAINING_REVISION) -> str:
+    """12 hex digits naming a run: its full config and the revision of the code that trains it."""
+    blob = json.dumps(config, sort_keys=True).encode()
+    if revision > 1:  # revision 1 hashed the config alone
+        blob += f"|revision={revision}".encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
 
 
 def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
@@ -1196,7 +1250,7 @@ def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int
     task = get_task(config.task)
     torch.manual_seed(config.seed)
     model = DecoderOnlyLM(config.model)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=True)
     data = torch.Generator().manual_seed(config.seed)
     losses: list[float] = []
     tokens_seen, start = 0, 0
@@ -1238,6 +1292,7 @@ def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int
         "name": config.name,
         "config": config.to_dict(),
         "config_hash": config.hash,
+        "training_revision": TRAINING_REVISION,
         "versions": library_versions(),
         "n_parameters": model.num_parameters(),
         "resumed_from_step": start,
@@ -1291,7 +1346,7 @@ def read_record(path: Path) -> dict[str, Any]:
     if missing:
         raise CorruptRecord(f"{path}: incomplete record, missing {', '.join(missing)}")
     try:
-        cfg_hash = RunConfig.from_dict(rec["config"]).hash
+        cfg_hash = config_hash(RunConfig.from_dict(rec["config"]).to_dict(), rec.get("training_revision", 1))
     except (TypeError, ValueError) as e:
         raise CorruptRecord(f"{path}: its config is not a valid RunConfig ({e})") from None
     if cfg_hash != rec["config_hash"]:

@@ -88,3 +88,35 @@ def test_token_ids_outside_the_vocabulary_are_refused():
 def test_d_model_not_divisible_by_heads_is_refused():
     with pytest.raises(ValueError, match="d_model=66 is not divisible by n_heads=4"):
         L.ModelConfig(d_model=66)
+
+
+@pytest.mark.parametrize("encoding", ["alibi", "t5"])
+def test_packed_rows_share_one_relative_bias_exactly(encoding, monkeypatch):
+    """The (T, T) bias shared by packed rows equals the per-row bias wherever attention is allowed."""
+    m = perturbed_model(encoding).train()
+    batch = L.packed_training_batch(L.get_task("copy"), [3, 16, 1, 8, 9, 12, 2, 5], torch.Generator().manual_seed(2))
+    assert L._counts_up_within(batch.positions, batch.segments)
+    results = []
+    for shared in (True, False):
+        if not shared:  # force the general path: one bias per row from the positions
+            monkeypatch.setattr(L, "_counts_up_within", lambda positions, segments: False)
+        m.zero_grad()
+        loss = L.batch_loss(m, batch)
+        loss.backward()
+        results.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
+    (l1, g1), (l2, g2) = results
+    assert abs(l1 - l2) < 1e-6
+    assert max((a - b).abs().max().item() for a, b in zip(g1, g2)) < 1e-6
+
+
+def test_positions_that_skip_are_not_given_the_shared_bias():
+    """Packed rows whose positions jump inside a sequence get their own bias from the positions."""
+    m = perturbed_model("alibi")
+    tokens = torch.randint(4, L.VOCAB_SIZE, (1, 6))
+    segments = torch.tensor([[0, 0, 0, 1, 1, 1]])
+    skipping = torch.tensor([[0, 2, 4, 0, 1, 2]])  # the first sequence counts in steps of two
+    assert not L._counts_up_within(skipping, segments)
+    assert L._counts_up_within(torch.tensor([[0, 1, 2, 0, 1, 2]]), segments)
+    alone = m(tokens[:, :3], positions=skipping[:, :3])  # the first sequence on its own
+    packed = m(tokens, positions=skipping, segments=segments)
+    assert torch.allclose(packed[:, :3], alone, atol=1e-6)

@@ -82,3 +82,16 @@ def test_exact_match_by_length_counts_a_perfect_oracle_as_one():
     oracle.truth = batch.tokens.clone()
     oracle.truth[:3, -1] = L.PAD  # three rows miss EOS
     assert L.exact_match_by_length(oracle, "copy", [5], 256, 1234) == {5: 253 / 256}
+
+
+def test_first_fit_decreasing_places_every_item_without_overlap():
+    sizes = [5, 35, 3, 3, 20, 12, 35, 7, 1]
+    place = L.first_fit_decreasing(sizes, 35)
+    used: dict[int, set[int]] = {}
+    for size, (row, offset, _) in zip(sizes, place):
+        cells = set(range(offset, offset + size))
+        assert offset + size <= 35 and not (cells & used.get(row, set()))
+        used.setdefault(row, set()).update(cells)
+    assert len(used) == 4  # 121 cells need at least ceil(121 / 35) = 4 rows; FFD finds 4
+    for row in used:  # items are numbered 0, 1, .. within each row, in the order they were placed
+        assert sorted(i for r, _, i in place if r == row) == list(range(sum(r == row for r, _, _ in place)))

@@ -183,3 +183,21 @@ class _Inline:
         f = Future()
         f.set_result(fn(*args))
         return f
+
+
+def test_a_new_training_revision_changes_every_hash_and_old_records_stay_readable(tmp_path, monkeypatch):
+    old = tiny()
+    old_hash, old_path = old.hash, L.record_path(tmp_path, old)
+    rec = L.run_and_save(old, tmp_path, save_weights=False)
+    assert rec["training_revision"] == L.TRAINING_REVISION
+    monkeypatch.setattr(L, "TRAINING_REVISION", L.TRAINING_REVISION + 1)
+    new = tiny()
+    assert new.hash != old_hash and new.to_dict() == old.to_dict()  # same settings, newer code
+    assert L.read_record(old_path)["config_hash"] == old_hash  # still valid, not called corrupt
+    with pytest.raises(FileNotFoundError, match="copy-nope-s0"):  # the old record is not served
+        L.sweep([new], tmp_path, train=False, progress=False)
+
+
+def test_revision_one_records_keep_their_hash():
+    cfg = tiny().to_dict()
+    assert L.config_hash(cfg, 1) == __import__("hashlib").sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:12]
