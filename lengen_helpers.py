@@ -480,8 +480,9 @@ class KVCache:
 
     def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int, dtype=torch.float32):
         shape = (n_layers, batch, n_heads, max_len, head_dim)
-        self.k = torch.zeros(shape, dtype=dtype)
-        self.v = torch.zeros(shape, dtype=dtype)
+        # not zeroed: attention only ever reads the filled prefix [:length]
+        self.k = torch.empty(shape, dtype=dtype)
+        self.v = torch.empty(shape, dtype=dtype)
         self.length = 0  # positions filled so far
         self.max_len = max_len
 
@@ -558,6 +559,19 @@ class MultiHeadAttention(nn.Module):
         B, H, T, dh = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(B, T, H * dh)), weights
 
+    def step(self, x: Tensor, cache: KVCache, layer: int, bias: Tensor | None,
+             rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
+        """Self-attention for one new token per row, x (B, d): its key and value go into the
+        cache, its query attends over everything cached. The same maths as `forward`, with plain
+        function calls: in generation's inner loop the cost is per call, not per flop."""
+        B = x.shape[0]
+        q, k, v = F.linear(x, self.in_proj.weight, self.in_proj.bias).view(B, 3, self.n_heads, 1, self.head_dim).unbind(1)
+        if rotate is not None:
+            q, k = rotate(q), rotate(k)
+        keys, values = cache.append(layer, k, v)
+        out, _ = scaled_dot_product_attention(q, keys, values, None, bias)  # (B, H, 1, dh)
+        return F.linear(out.view(B, -1), self.out_proj.weight, self.out_proj.bias)
+
 
 # ---------------------------------------------------------------------------------------------
 # 4. Blocks and models
@@ -628,6 +642,25 @@ class Block(nn.Module):
             x = self._residual(x, self.norm_cross, lambda h: self.cross_attn(h, memory=memory, mask=memory_mask)[0])
         x = self._residual(x, self.norm2, self.ffn)
         return x, weights
+
+    def step(self, x: Tensor, cache: KVCache, layer: int, bias: Tensor | None,
+             rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
+        """`forward` for one new token per row, x (B, d), attending over the cache (generation;
+        no dropout, as in eval mode)."""
+        if self.cross_attn is not None:
+            raise NotImplementedError("Block.step serves decoder-only models; this block also attends to a memory")
+
+        def norm(m: nn.LayerNorm, h: Tensor) -> Tensor:
+            return F.layer_norm(h, m.normalized_shape, m.weight, m.bias, m.eps)
+
+        up, down = self.ffn[0], self.ffn[3]
+        sublayers = (
+            (self.norm1, lambda h: self.self_attn.step(h, cache, layer, bias, rotate)),
+            (self.norm2, lambda h: F.linear(F.relu(F.linear(h, up.weight, up.bias)), down.weight, down.bias)),
+        )
+        for m, f in sublayers:
+            x = x + f(norm(m, x)) if self.pre_norm else norm(m, x + f(x))
+        return x
 
 
 @dataclass
@@ -716,27 +749,42 @@ class DecoderOnlyLM(nn.Module):
         c = self.config
         return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, self.lm_head.weight.dtype)
 
+    def step(self, token: Tensor, cache: KVCache) -> Tensor:
+        """Logits (B, vocab) for one new token per row (B,), whose keys and values join the cache:
+        generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
+        t = cache.length
+        position = torch.tensor([t], device=token.device)
+        x = self.pos.embed(self.tok_emb(token)[:, None], position)[:, 0]  # (B, d)
+        bias = self.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
+        rotate = self.pos.rotary(position)
+        for i, block in enumerate(self.blocks):
+            x = block.step(x, cache, i, bias, rotate)
+        cache.length += 1
+        return self.lm_head(self.final_norm(x))
+
     @torch.no_grad()
     def generate(
         self, prompt: Tensor, max_new_tokens: int, use_cache: bool = True, return_logits: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
 
-        With the cache, the prompt is run once and each step feeds only the newest token.
+        With the cache, the prompt is run once and each later step feeds only the newest token
+        (`step`); without it, every step re-runs the whole sequence so far.
         """
         self._check_ids(prompt)  # generated tokens are argmaxes over the vocabulary: valid by construction
         B, P = prompt.shape
-        out = torch.empty(B, P + max_new_tokens, dtype=torch.long, device=prompt.device)
+        total = P + max_new_tokens
+        out = torch.empty(B, total, dtype=torch.long, device=prompt.device)
         out[:, :P] = prompt
         step_logits = []
-        cache = self.new_cache(B, P + max_new_tokens) if use_cache else None
-        fed = prompt
-        for t in range(P, P + max_new_tokens):
-            logits = self._forward(fed if use_cache else out[:, :t], None, None, cache, False)[:, -1]
+        cache = self.new_cache(B, total) if use_cache else None
+        logits = self._forward(prompt, None, None, cache, False)[:, -1]
+        for t in range(P, total):
             out[:, t] = logits.argmax(-1)
             if return_logits:
                 step_logits.append(logits)
-            fed = out[:, t : t + 1]
+            if t + 1 < total:
+                logits = self.step(out[:, t], cache) if use_cache else self._forward(out[:, : t + 1], None, None, None, False)[:, -1]
         if return_logits:
             return out, torch.stack(step_logits, dim=1)
         return out
@@ -1176,6 +1224,12 @@ def lr_at(step: int, cfg: RunConfig) -> float:
     return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
+def make_optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+    """AdamW as the study trains: PyTorch's fused kernel (one call for all tensors; the update
+    rule is AdamW's, only the float order of operations differs from the loop version)."""
+    return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+
+
 def training_batch(task: Task, cfg: RunConfig, generator: torch.Generator, packed: bool = True) -> Batch:
     """batch_size sequences, each with n drawn uniformly from [train_min_len, train_max_len]."""
     lengths = torch.randint(cfg.train_min_len, cfg.train_max_len + 1, (cfg.batch_size,), generator=generator)
@@ -1250,7 +1304,7 @@ def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int
     task = get_task(config.task)
     torch.manual_seed(config.seed)
     model = DecoderOnlyLM(config.model)
-    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=True)
+    opt = make_optimizer(model, config)
     data = torch.Generator().manual_seed(config.seed)
     losses: list[float] = []
     tokens_seen, start = 0, 0
@@ -1606,6 +1660,17 @@ def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path
     return pd.DataFrame(rows).set_index("encoding")
 
 
+def sweep_log(results_dir: str | Path = RESULTS_DIR):
+    """Every sweep the command line ran, one row each: when, wall time, runs found and trained."""
+    import pandas as pd
+
+    path = Path(results_dir) / "sweeps.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    df = pd.DataFrame(rows, columns=["started", "wall_s", "runs", "trained", "workers", "cpus", "training_revision"])
+    df["wall_min"] = df["wall_s"] / 60
+    return df
+
+
 def throughput_table(records: Sequence[dict[str, Any]]):
     """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
     import pandas as pd
@@ -1669,27 +1734,44 @@ def pointer_head(model: DecoderOnlyLM, task: str, n: int = 16) -> tuple[int, int
     return layer, head, float(scores[layer, head])
 
 
+def _cached_rows(cache: Path | None, keys: Sequence[str], current: dict[tuple, tuple]):
+    """Rows of a cached CSV whose models are still the current ones. Each row names its models
+    by config hash; rows computed from other weights (an older grid) are dropped and recomputed."""
+    import pandas as pd
+
+    if cache is None or not Path(cache).exists():
+        return pd.DataFrame()
+    done = pd.read_csv(cache, dtype={"config_hash": str, "reference_hash": str})  # hex digits, never numbers
+    hash_cols = [c for c in done.columns if c.endswith("_hash")]
+    if not hash_cols:
+        return pd.DataFrame()  # written before rows named their models: recompute everything
+    fresh = [current.get(tuple(row[list(keys)])) == tuple(row[hash_cols]) for _, row in done.iterrows()]
+    if not all(fresh):
+        print(f"{Path(cache).name}: {fresh.count(False)} rows were computed from other weights; recomputing them")
+    return done[fresh].reset_index(drop=True)
+
+
 def pointer_score_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[str] = POSITIONAL_ENCODINGS,
                         seeds: Sequence[int] = range(5), lengths: Sequence[int] = range(1, 49), choose_at: int = 16,
                         results_dir: str | Path = RESULTS_DIR, cache: Path | None = ATTENTION_DIR / "pointer_scores.csv"):
     """On-target score of each model's pointer head (chosen at n = choose_at) at every length.
-    Computed once from the saved weights and cached as CSV; rows already cached are reused."""
+    Computed once from the saved weights and cached as CSV, each row with its model's config
+    hash; rows for the current models are reused."""
     import pandas as pd
 
-    done = pd.read_csv(cache) if cache is not None and Path(cache).exists() else pd.DataFrame()
+    current = {(t, e, s): (make_run(t, e, s).hash,) for t in tasks for e in encodings for s in seeds}
+    done = _cached_rows(cache, ["task", "encoding", "seed"], current)
     have = set(map(tuple, done[["task", "encoding", "seed"]].values)) if len(done) else set()
     rows = []
-    for task in tasks:
-        for enc in encodings:
-            for seed in seeds:
-                if (task, enc, seed) in have:
-                    continue
-                model = load_model(task, enc, seed, results_dir)
-                layer, head, _ = pointer_head(model, task, choose_at)
-                for n in lengths:
-                    score = float(pointer_scores(model, task, n)[layer, head])
-                    rows.append({"task": task, "encoding": enc, "seed": seed, "n": n, "layer": layer, "head": head,
-                                 "on_target": round(score, 6)})
+    for (task, enc, seed), (h,) in current.items():
+        if (task, enc, seed) in have:
+            continue
+        model = load_model(task, enc, seed, results_dir)
+        layer, head, _ = pointer_head(model, task, choose_at)
+        for n in lengths:
+            score = float(pointer_scores(model, task, n)[layer, head])
+            rows.append({"task": task, "encoding": enc, "seed": seed, "n": n, "layer": layer, "head": head,
+                         "on_target": round(score, 6), "config_hash": h})
     table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
     if rows and cache is not None:
         _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
@@ -1812,25 +1894,36 @@ def jsd_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[st
               seeds: Sequence[int] = range(5), lengths: Sequence[int] = range(2, 49, 2),
               results_dir: str | Path = RESULTS_DIR, cache: Path | None = ATTENTION_DIR / "jsd_to_nope.csv"):
     """JSD of each encoding's seed-s model to the NoPE seed-s model at each length; for NoPE
-    itself, to the NoPE model of seed s + 1 (the floor: how far two NoPE runs differ)."""
+    itself, to the NoPE model of seed s + 1 (the floor: how far two NoPE runs differ). Cached
+    as CSV with both models' config hashes; rows for the current models are reused."""
     import pandas as pd
 
-    if cache is not None and Path(cache).exists():
-        table = pd.read_csv(cache)
-    else:
-        rows = []
-        for task in tasks:
-            nope = {s: load_model(task, "nope", s, results_dir) for s in seeds}
-            for enc in encodings:
-                for s in seeds:
-                    model = nope[(s + 1) % len(seeds)] if enc == "nope" else load_model(task, enc, s, results_dir)
-                    for n in lengths:
-                        rows.append({"task": task, "encoding": enc, "seed": s, "n": n,
-                                     "jsd": round(jsd_to_reference(model, nope[s], task, n), 6)})
-        table = pd.DataFrame(rows)
-        if cache is not None:
-            _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    return table
+    seeds = list(seeds)
+
+    def compared_seed(enc: str, s: int) -> int:  # NoPE is compared with the NoPE run of the next seed
+        return seeds[(seeds.index(s) + 1) % len(seeds)] if enc == "nope" else s
+
+    current = {(t, e, s): (make_run(t, e, compared_seed(e, s)).hash, make_run(t, "nope", s).hash)
+               for t in tasks for e in encodings for s in seeds}
+    done = _cached_rows(cache, ["task", "encoding", "seed"], current)
+    have = set(map(tuple, done[["task", "encoding", "seed"]].values)) if len(done) else set()
+    rows, nope = [], {}
+    for (task, enc, s), (h, ref_h) in current.items():
+        if (task, enc, s) in have:
+            continue
+        for seed in {s, compared_seed(enc, s)} if enc == "nope" else {s}:
+            if (task, seed) not in nope:
+                nope[(task, seed)] = load_model(task, "nope", seed, results_dir)
+        model = nope[(task, compared_seed(enc, s))] if enc == "nope" else load_model(task, enc, s, results_dir)
+        for n in lengths:
+            rows.append({"task": task, "encoding": enc, "seed": s, "n": n,
+                         "jsd": round(jsd_to_reference(model, nope[(task, s)], task, n), 6),
+                         "config_hash": h, "reference_hash": ref_h})
+    table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
+    if rows and cache is not None:
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(seeds)
+    return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
 def plot_jsd(table, path: Path | None = None, train_max: int = 16):
@@ -1905,8 +1998,7 @@ def bench_training(steps: int = 20, repeats: int = 5, seed: int = 0) -> dict[str
         padded = [training_batch(task, run, g2, packed=False) for _ in range(steps)]
         torch.manual_seed(seed)
         ours, hf = DecoderOnlyLM(mcfg), _hf_gpt2(mcfg)
-        opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-3)
-        opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-3)
+        opt_ours, opt_hf = make_optimizer(ours, run), make_optimizer(hf, run)  # the same optimizer for both
 
         def step(model, opt, loss_fn, batch):
             loss = loss_fn(model, batch)
@@ -2084,7 +2176,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         wall = time.perf_counter() - t0
         print(f"{len(recs)} runs in {args.results}, {todo} trained now ({wall:.0f} s wall)")
         log = {"started": started, "wall_s": round(wall, 1), "runs": len(recs), "trained": todo,
-               "workers": args.workers or os.cpu_count(), "scheduler": args.scheduler, "cpus": os.cpu_count()}
+               "workers": args.workers or os.cpu_count(), "scheduler": args.scheduler, "cpus": os.cpu_count(),
+               "training_revision": TRAINING_REVISION}
         with open(Path(args.results) / "sweeps.jsonl", "a") as f:  # one line per sweep: the grid's wall time
             f.write(json.dumps(log) + "\n")
     elif args.cmd == "bench-train":

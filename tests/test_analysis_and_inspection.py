@@ -138,3 +138,38 @@ def test_explorer_redraws_when_controls_change(grid_weights):
     assert (ex.last["attention"] == direct["attention"]).all()
     assert len(ex.last["generated"]) == len(ex.last["target"]) == 8  # n symbols and EOS
     assert math.isclose(ex.last["on_target"], direct["on_target"])
+
+
+@pytest.fixture
+def two_seed_weights(tmp_path):
+    """Untrained weights for copy with NoPE and ALiBi, seeds 0 and 1, where the grid's would be."""
+    for enc in ("nope", "alibi"):
+        for seed in (0, 1):
+            cfg = L.make_run("copy", enc, seed)
+            L.weights_path(tmp_path, cfg).parent.mkdir(parents=True, exist_ok=True)
+            torch.save(L.DecoderOnlyLM(cfg.model).state_dict(), L.weights_path(tmp_path, cfg))
+    return tmp_path
+
+
+@pytest.mark.parametrize("table", ["pointer", "jsd"])
+def test_attention_tables_reuse_cached_rows_only_for_the_same_weights(two_seed_weights, monkeypatch, table):
+    cache = two_seed_weights / f"{table}.csv"
+    kw = dict(tasks=("copy",), encodings=("nope", "alibi"), seeds=[0, 1], lengths=[2, 4],
+              results_dir=two_seed_weights, cache=cache)
+    make = L.pointer_score_table if table == "pointer" else L.jsd_table
+    first = make(**kw)
+    assert len(first) == 2 * 2 * 2 and first["config_hash"].str.len().eq(12).all()
+
+    loads = []
+    real_load = L.load_model
+    monkeypatch.setattr(L, "load_model", lambda *a, **k: loads.append(a[:3]) or real_load(*a, **k))
+    again = make(**kw)
+    assert loads == [] and again.equals(first)  # all served from the cache
+
+    stale = pd.read_csv(cache, dtype=str)
+    stale.loc[(stale.encoding == "alibi") & (stale.seed == "1"), "config_hash"] = "000000000000"  # other weights
+    stale.to_csv(cache, index=False)
+    redone = make(**kw)
+    assert ("copy", "alibi", 1) in loads and ("copy", "alibi", 0) not in loads  # only the stale model is recomputed
+    key = ["encoding", "seed", "n"]
+    assert redone.sort_values(key).reset_index(drop=True)[first.columns].equals(first.sort_values(key).reset_index(drop=True))
