@@ -21,7 +21,8 @@
 #
 # The models are the grid's, loaded from `results/weights/` (no retraining). Scores are computed
 # on 64 inspection sequences per length, drawn apart from the training and evaluation sets, and
-# cached in `results/attention/` the first time they are computed.
+# cached in `results/attention/` the first time they are computed; each cached row names its
+# model by config hash, so the scores of an earlier grid's models are recomputed, never reused.
 
 # %%
 import matplotlib.pyplot as plt
@@ -72,15 +73,18 @@ plt.show()
 #   the last ten or so output steps, whose sources sit near the start of the input, and smeared
 #   before them; the learned table and T5 behave alike with more blur. On **copy**, NoPE's and T5's
 #   pointers run several positions *ahead* of the target for the early output steps, meet the
-#   diagonal in the middle and smear after it. The seed write-up described a NoPE pointer that
+#   diagonal in the middle and smear after it; the learned table's follows the target for about
+#   ten steps, then lags behind it and stalls. The seed write-up described a NoPE pointer that
 #   holds to about input position 20 and smears beyond; ours holds over a shorter stretch.
 # - **RoPE** loses the pointer: on copy the diagonal survives but lags the target by a few
 #   positions, enough to be wrong at every step, and on reverse its attention lands on unrelated
-#   positions and on BOS, as in the write-up ("the RoPE pointer is gone entirely").
-# - **ALiBi** keeps a diagonal at the wrong place: on copy it follows the target for a dozen steps
-#   and then stalls at one input position (a vertical line), on reverse it runs parallel to the
-#   target, shifted; the write-up likewise saw an ALiBi "diagonal at the wrong offset".
-# - **Sinusoidal** collapses onto a handful of early positions on both tasks.
+#   positions, as in the write-up ("the RoPE pointer is gone entirely").
+# - **ALiBi** keeps a diagonal at the wrong place: on copy it follows the target for a dozen steps,
+#   then its mass leaves the diagonal and gathers on one of the already generated outputs (a
+#   vertical line right of SEP); on reverse it runs parallel to the target, shifted, and ends on
+#   BOS. The write-up likewise saw an ALiBi "diagonal at the wrong offset".
+# - **Sinusoidal** wanders back over the input and ends on a handful of early positions on both
+#   tasks.
 #
 # Where a pointer is right past n = 16, it tends to be right for sources near the start of the
 # input, positions the models saw during training. These are single examples of seed-0 models; the
@@ -141,11 +145,12 @@ print("paper, closest first:                  T5 bias > ALiBi > Sinusoidal (APE)
 
 # %% [markdown]
 # **Does the paper's finding hold?** Mostly. Past the training length (n = 18-32), the relative
-# biases are the closest to NoPE: T5 on copy, ALiBi and T5 together on reverse, and RoPE and
+# biases are among the closest to NoPE, T5 first on copy and ALiBi then T5 on reverse, and RoPE and
 # sinusoidal are the farthest on both tasks, which is the paper's order (T5, then ALiBi, then APE
-# and Rotary). Two things the paper's figure does not show: within the training lengths T5, ALiBi
-# and the learned table are about as close to NoPE as another NoPE seed is (the dashed floor), on
-# reverse all six are, and only on copy do RoPE and sinusoidal already stand apart; the gaps open
-# up past n = 16. And the learned table, absent from the paper, sits between the relative biases
-# and RoPE. The NoPE floor is inflated by the failed reverse run (seed 1),
-# which enters two of the five NoPE-vs-NoPE pairs.
+# and Rotary). Two things the paper's figure does not show: within the training lengths T5 and the
+# learned table are about as close to NoPE as another NoPE seed is (the dashed floor), on reverse
+# all six are, and only on copy do RoPE and sinusoidal already stand apart; the gaps open up past
+# n = 16. And the learned table, absent from the paper, is second closest on copy and third on
+# reverse: an absolute table whose attention resembles NoPE's, yet it fails at n = 17 on copy.
+# The NoPE floor is inflated by the failed reverse run (seed 1), which enters two of the five
+# NoPE-vs-NoPE pairs.

@@ -201,3 +201,11 @@ def test_a_new_training_revision_changes_every_hash_and_old_records_stay_readabl
 def test_revision_one_records_keep_their_hash():
     cfg = tiny().to_dict()
     assert L.config_hash(cfg, 1) == __import__("hashlib").sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def test_atomic_writes_leave_ordinary_readable_files(tmp_path):
+    path = tmp_path / "sub" / "record.json"
+    L._atomic_json(path, {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert path.stat().st_mode & 0o044  # readable by group/others (mkstemp alone would make it 0600)
+    assert [p.name for p in path.parent.iterdir()] == ["record.json"]  # no temporary file left behind
