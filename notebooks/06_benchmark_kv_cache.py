@@ -101,8 +101,9 @@ for what, ratio, target in targets:
 # also copies its whole cache (`torch.cat`) every step before reading it, which is the margin we
 # win. The fixed part is mostly the two attention matrix products per layer over 64 × 4 separate
 # one-row matrices, then the 13 small linear maps. We tried and measured, without gain: keys stored
-# transposed, PyTorch's fused attention kernel for the single query, elementwise products instead
-# of batched matrix products, and `torch.compile` of the step (several times slower here). A
+# transposed, a positions-major cache (so the filled part is one block), PyTorch's fused attention
+# kernel for the single query, elementwise products instead of batched matrix products, and
+# `torch.compile` of the step (several times slower here). A
 # lower-precision cache would halve the traffic but would break the bit-for-bit agreement with
 # uncached decoding that the checks above demand, so it is not used.
 #
