@@ -136,3 +136,27 @@ def test_a_seventh_encoding_is_one_class_and_one_registry_entry():
         assert m(torch.randint(4, 24, (2, 5))).shape == (2, 5, L.VOCAB_SIZE)
     finally:
         del L.ENCODINGS["scaled-test"]
+
+
+def test_the_readme_example_encoding_works_everywhere(monkeypatch):
+    """The README's 'Adding a positional encoding' example runs as written (bar the training line),
+    and the new encoding packs, caches and may opt into the shared relative bias."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(L.__file__).parent / "README.md").read_text()
+    section = readme.split("## Adding a positional encoding")[1].split("\n## ")[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = "\n".join(line for line in code.splitlines() if "L.sweep(" not in line)
+    namespace: dict = {}
+    exec(code, namespace)
+    try:
+        model = namespace["model"].eval()
+        prompt = torch.randint(4, L.VOCAB_SIZE, (3, 7))
+        assert torch.equal(model.generate(prompt, 10), model.generate(prompt, 10, use_cache=False))
+        batch = L.packed_training_batch(L.get_task("copy"), [3, 9, 2, 12], torch.Generator().manual_seed(0))
+        general = L.batch_loss(model, batch)
+        monkeypatch.setattr(type(model.pos), "relative", True)
+        assert torch.allclose(L.batch_loss(model, batch), general, atol=1e-6)
+    finally:
+        L.ENCODINGS.pop("logbias", None)
