@@ -40,6 +40,13 @@ def test_cache_is_allocated_once_and_sized():
         m(torch.randint(4, 24, (64, 200)), cache=cache)
 
 
+def loss_and_grads(m: L.DecoderOnlyLM, batch: L.Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    m.zero_grad()
+    loss = L.batch_loss(m, batch)
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]
+
+
 @pytest.mark.parametrize("encoding", L.POSITIONAL_ENCODINGS)
 def test_packed_batch_gives_the_padded_loss_and_gradients(encoding):
     m = perturbed_model(encoding, pre_norm=encoding == "rope").train()
@@ -48,13 +55,7 @@ def test_packed_batch_gives_the_padded_loss_and_gradients(encoding):
     padded = L.padded_training_batch(task, lengths, torch.Generator().manual_seed(1))
     assert packed.tokens.shape[0] < padded.tokens.shape[0]  # fewer rows: padding compute saved
     assert packed.loss_mask.sum() == padded.loss_mask.sum() == sum(n + 1 for n in lengths)
-    grads = []
-    for batch in (packed, padded):
-        m.zero_grad()
-        loss = L.batch_loss(m, batch)
-        loss.backward()
-        grads.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
-    (l1, g1), (l2, g2) = grads
+    (l1, g1), (l2, g2) = loss_and_grads(m, packed), loss_and_grads(m, padded)
     assert abs(l1 - l2) < 1e-5
     assert max((a - b).abs().max().item() for a, b in zip(g1, g2)) < 1e-5
 
@@ -96,15 +97,9 @@ def test_packed_rows_share_one_relative_bias_exactly(encoding, monkeypatch):
     m = perturbed_model(encoding).train()
     batch = L.packed_training_batch(L.get_task("copy"), [3, 16, 1, 8, 9, 12, 2, 5], torch.Generator().manual_seed(2))
     assert L._counts_up_within(batch.positions, batch.segments)
-    results = []
-    for shared in (True, False):
-        if not shared:  # force the general path: one bias per row from the positions
-            monkeypatch.setattr(L, "_counts_up_within", lambda positions, segments: False)
-        m.zero_grad()
-        loss = L.batch_loss(m, batch)
-        loss.backward()
-        results.append((loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]))
-    (l1, g1), (l2, g2) = results
+    l1, g1 = loss_and_grads(m, batch)
+    monkeypatch.setattr(L, "_counts_up_within", lambda positions, segments: False)  # one bias per row
+    l2, g2 = loss_and_grads(m, batch)
     assert abs(l1 - l2) < 1e-6
     assert max((a - b).abs().max().item() for a, b in zip(g1, g2)) < 1e-6
 
