@@ -1737,21 +1737,24 @@ def pointer_head(model: DecoderOnlyLM, task: str, n: int = 16) -> tuple[int, int
     return layer, head, float(scores[layer, head])
 
 
-def _cached_rows(cache: Path | None, keys: Sequence[str], current: dict[tuple, tuple]):
-    """Rows of a cached CSV whose models are still the current ones. Each row names its models
-    by config hash; rows computed from other weights (an older grid) are dropped and recomputed."""
+def _cached_rows(cache: Path | None, current: dict[tuple, tuple], hash_cols: Sequence[str]):
+    """Rows of a cached CSV, minus those for a wanted (task, encoding, seed) whose models changed.
+
+    Each row names its models by config hash (`hash_cols`); a row whose key is in `current` but
+    whose hashes differ was computed from other weights (an older grid) and is dropped, to be
+    recomputed. Rows for keys not asked about now are kept as they are."""
     import pandas as pd
 
     if cache is None or not Path(cache).exists():
         return pd.DataFrame()
-    done = pd.read_csv(cache, dtype={"config_hash": str, "reference_hash": str})  # hex digits, never numbers
-    hash_cols = [c for c in done.columns if c.endswith("_hash")]
-    if not hash_cols:
+    done = pd.read_csv(cache, dtype={c: str for c in hash_cols})  # hex digits, never numbers
+    if not set(hash_cols) <= set(done.columns):
         return pd.DataFrame()  # written before rows named their models: recompute everything
-    fresh = [current.get(tuple(row[list(keys)])) == tuple(row[hash_cols]) for _, row in done.iterrows()]
-    if not all(fresh):
-        print(f"{Path(cache).name}: {fresh.count(False)} rows were computed from other weights; recomputing them")
-    return done[fresh].reset_index(drop=True)
+    keys = zip(done["task"], done["encoding"], done["seed"])
+    stale = [k in current and current[k] != tuple(h) for k, h in zip(keys, done[list(hash_cols)].values)]
+    if any(stale):
+        print(f"{Path(cache).name}: {sum(stale)} rows were computed from other weights; recomputing them")
+    return done[[not s for s in stale]].reset_index(drop=True)
 
 
 def pointer_score_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[str] = POSITIONAL_ENCODINGS,
@@ -1763,8 +1766,8 @@ def pointer_score_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: S
     import pandas as pd
 
     current = {(t, e, s): (make_run(t, e, s).hash,) for t in tasks for e in encodings for s in seeds}
-    done = _cached_rows(cache, ["task", "encoding", "seed"], current)
-    have = set(map(tuple, done[["task", "encoding", "seed"]].values)) if len(done) else set()
+    done = _cached_rows(cache, current, ["config_hash"])
+    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
     rows = []
     for (task, enc, seed), (h,) in current.items():
         if (task, enc, seed) in have:
@@ -1908,8 +1911,8 @@ def jsd_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[st
 
     current = {(t, e, s): (make_run(t, e, compared_seed(e, s)).hash, make_run(t, "nope", s).hash)
                for t in tasks for e in encodings for s in seeds}
-    done = _cached_rows(cache, ["task", "encoding", "seed"], current)
-    have = set(map(tuple, done[["task", "encoding", "seed"]].values)) if len(done) else set()
+    done = _cached_rows(cache, current, ["config_hash", "reference_hash"])
+    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
     rows, nope = [], {}
     for (task, enc, s), (h, ref_h) in current.items():
         if (task, enc, s) in have:

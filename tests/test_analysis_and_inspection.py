@@ -173,3 +173,9 @@ def test_attention_tables_reuse_cached_rows_only_for_the_same_weights(two_seed_w
     assert ("copy", "alibi", 1) in loads and ("copy", "alibi", 0) not in loads  # only the stale model is recomputed
     key = ["encoding", "seed", "n"]
     assert redone.sort_values(key).reset_index(drop=True)[first.columns].equals(first.sort_values(key).reset_index(drop=True))
+
+    stale.loc[stale.encoding == "alibi", "config_hash"] = "000000000000"
+    stale.to_csv(cache, index=False)
+    make(**(kw | {"encodings": ("alibi",)}))  # asks about ALiBi only: NoPE's rows stay in the cache
+    kept = pd.read_csv(cache, dtype=str)
+    assert (kept.encoding == "nope").sum() == (first.encoding == "nope").sum() and len(kept) == len(first)
