@@ -159,8 +159,8 @@ def single_length_batch(task: Task, n: int, batch_size: int, generator: torch.Ge
     return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), loss_mask)
 
 
-def _draw_groups(task: Task, lengths: Sequence[int]) -> dict[int, list[int]]:
-    """Indices into `lengths` grouped by value, in increasing length: one task call per group."""
+def _draw_groups(lengths: Sequence[int]) -> dict[int, list[int]]:
+    """Indices into `lengths` grouped by value, in increasing length (one task call per group)."""
     groups: dict[int, list[int]] = {}
     for i, n in enumerate(lengths):
         groups.setdefault(int(n), []).append(i)
@@ -170,7 +170,7 @@ def _draw_groups(task: Task, lengths: Sequence[int]) -> dict[int, list[int]]:
 def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generator) -> list[tuple[Tensor, int]]:
     """One sequence per entry of `lengths` (in order), drawn in one task call per distinct length."""
     out: list[tuple[Tensor, int]] = [None] * len(lengths)  # type: ignore[list-item]
-    for n, idx in _draw_groups(task, lengths).items():
+    for n, idx in _draw_groups(lengths).items():
         tokens, sep = make_sequences(task, n, len(idx), generator)
         for row, i in zip(tokens, idx):
             out[i] = (row, sep)
@@ -203,7 +203,7 @@ def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
     rows are filled by one scatter per tensor, not a copy per sequence.
     """
     lengths = [int(n) for n in lengths]
-    groups = _draw_groups(task, lengths)
+    groups = _draw_groups(lengths)
     drawn = {n: make_sequences(task, n, len(idx), generator) for n, idx in groups.items()}  # (tokens, sep)
     size = [drawn[n][0].shape[1] for n in lengths]
     capacity = max(size)

@@ -95,7 +95,8 @@ for what, ratio, target in targets:
 # twice as fast at batch 1, where both are dominated by per-step overhead and `generate` does more
 # work per step. At batch 64 it is faster but **misses the 2x target** (the ratio above).
 #
-# Where the batch-64 time goes (profiled, one thread): a step costs about 1.1 ms at 17 cached
+# Where the batch-64 time goes (profiled by hand with `torch.profiler` during development, one
+# thread; these figures are not recomputed here): a step costs about 1.1 ms at 17 cached
 # positions and grows to about 2.2 ms at 144. The growing part is the attention reading the cache,
 # about 100 KB per position per step over three layers, at roughly 9 GB/s on one core here; GPT-2
 # also copies its whole cache (`torch.cat`) every step before reading it, which is the margin we
