@@ -27,6 +27,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -273,6 +274,12 @@ class PositionalEncoding(nn.Module):
         """Additive attention bias (B or 1, H, Tq, Tk), shared by every layer, or None."""
         return None
 
+    @property
+    def rotates_keys(self) -> bool:
+        """True if `rotary` is overridden: keys then depend on position after their projection, so
+        decoding must cache the keys themselves (KVCache), not the inputs they come from."""
+        return type(self).rotary is not PositionalEncoding.rotary
+
 
 POSITIONAL_ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
@@ -471,32 +478,83 @@ def padding_mask(tokens: Tensor) -> Tensor:
     return (tokens != PAD)[:, None, None, :]
 
 
-class KVCache:
+class _Cache:
+    """What both decoding caches share: preallocated tensors, the filled length, a bounds check."""
+
+    length: int  # positions filled so far
+    max_len: int
+
+    def _span(self, new: int) -> tuple[int, int]:
+        start, end = self.length, self.length + new
+        if end > self.max_len:
+            raise ValueError(f"{type(self).__name__} holds {self.max_len} positions; cannot write up to {end}")
+        return start, end
+
+
+class KVCache(_Cache):
     """Keys and values of every layer, preallocated once for `max_len` positions.
 
     Each step writes its new keys in place and attends over a view of the filled prefix, so the
-    cost of a step grows only with the attention over the cache, never with copies of it.
+    cost of a step grows only with the attention over the cache, never with copies of it. Serves
+    every encoding, RoPE included (keys are stored already rotated).
     """
+
+    kind = "kv"
 
     def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int, dtype=torch.float32):
         shape = (n_layers, batch, n_heads, max_len, head_dim)
         # not zeroed: attention only ever reads the filled prefix [:length]
         self.k = torch.empty(shape, dtype=dtype)
         self.v = torch.empty(shape, dtype=dtype)
-        self.length = 0  # positions filled so far
-        self.max_len = max_len
+        self.length, self.max_len = 0, max_len
 
     @property
     def nbytes(self) -> int:
         return self.k.element_size() * (self.k.numel() + self.v.numel())
 
     def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        start, end = self.length, self.length + k.shape[2]
-        if end > self.max_len:
-            raise ValueError(f"KV cache holds {self.max_len} positions; cannot write up to {end}")
+        start, end = self._span(k.shape[2])
         self.k[layer, :, :, start:end] = k
         self.v[layer, :, :, start:end] = v
         return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+
+class InputCache(_Cache):
+    """The input of every attention layer, (B, max_len, d) per layer, preallocated once.
+
+    Keys and values are linear maps of that input (k = W_k h + b_k, v = W_v h + b_v), so one
+    tensor can stand in for both, and the maps fold into the query and the output instead. Per
+    head, with q = W_q x + b_q: the score of position j is q . k_j = (W_k^T q) . h_j + q . b_k,
+    where q . b_k is the same for every j and cancels in the softmax; the output W_o (sum_j w_j v_j)
+    is (W_o W_v) (sum_j w_j h_j) + W_o b_v, since the weights sum to one. `maps` holds those folded
+    matrices per layer (`MultiHeadAttention.folded`), made from the weights the cache serves: like
+    any decoding cache, it is only valid for those weights. Half the memory of a `KVCache`. Keys
+    that are rotated after their projection (RoPE) cannot be folded so: those use a `KVCache`.
+    """
+
+    kind = "inputs"
+
+    def __init__(self, n_layers: int, batch: int, max_len: int, d_model: int,
+                 maps: Sequence[tuple[Tensor, Tensor, Tensor, Tensor]], dtype=torch.float32):
+        if len(maps) != n_layers:
+            raise ValueError(f"an InputCache for {n_layers} layers needs {n_layers} folded maps, got {len(maps)}")
+        self.h = torch.empty(n_layers, batch, max_len, d_model, dtype=dtype)  # not zeroed, as above
+        self.maps = list(maps)
+        self.length, self.max_len = 0, max_len
+
+    @property
+    def nbytes(self) -> int:
+        return self.h.element_size() * self.h.numel()
+
+    def append(self, layer: int, h: Tensor) -> Tensor:
+        """Writes h (B, T, d) at the current length; returns the inputs so far (B, length + T, d)."""
+        start, end = self._span(h.shape[1])
+        self.h[layer, :, start:end] = h
+        return self.h[layer, :, :end]
+
+
+CACHE_KINDS = {"kv": KVCache, "inputs": InputCache}
+Cache = KVCache | InputCache
 
 
 class MultiHeadAttention(nn.Module):
@@ -523,13 +581,18 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         bias: Tensor | None = None,
         rotate: Callable[[Tensor], Tensor] | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         layer: int = 0,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """`mask` True = may attend; `bias` is added to the logits; `rotate` turns queries and new
-        keys (RoPE). With `cache`, x holds only new tokens, whose keys and values are written into
-        the cache (already rotated) at its current length; attention then covers the whole cache."""
+        keys (RoPE). With `cache`, x holds only new tokens: a KVCache stores their keys and values
+        (already rotated) at its current length, an InputCache stores x itself; attention then
+        covers every cached position."""
+        if isinstance(cache, InputCache):
+            if rotate is not None:
+                raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+            memory = cache.append(layer, x)  # keys and values from every input so far, as cross-attention does
         if memory is None:  # one matmul for all three maps
             q, k, v = self.in_proj(x).chunk(3, dim=-1)
         else:
@@ -539,7 +602,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._split(q), self._split(k), self._split(v)
         if rotate is not None:
             q, k = rotate(q), rotate(k)
-        if cache is not None:
+        if isinstance(cache, KVCache):
             k, v = cache.append(layer, k, v)
         if need_weights or (cache is not None and q.shape[-2] == 1) or (bias is not None and bias.requires_grad):
             # written out; for a single query (a cached decoding step) it is also the faster path
@@ -559,11 +622,15 @@ class MultiHeadAttention(nn.Module):
         B, H, T, dh = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(B, T, H * dh)), weights
 
-    def step(self, x: Tensor, cache: KVCache, layer: int, bias: Tensor | None,
+    def step(self, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
              rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
         """Self-attention for one new token per row, x (B, d): its key and value go into the
         cache, its query attends over everything cached. The same maths as `forward`, with plain
         function calls: in generation's inner loop the cost is per call, not per flop."""
+        if isinstance(cache, InputCache):
+            if rotate is not None:
+                raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+            return self._step_on_inputs(x, cache, layer, bias)
         B = x.shape[0]
         q, k, v = F.linear(x, self.in_proj.weight, self.in_proj.bias).view(B, 3, self.n_heads, 1, self.head_dim).unbind(1)
         if rotate is not None:
@@ -571,6 +638,36 @@ class MultiHeadAttention(nn.Module):
         keys, values = cache.append(layer, k, v)
         out, _ = scaled_dot_product_attention(q, keys, values, None, bias)  # (B, H, 1, dh)
         return F.linear(out.view(B, -1), self.out_proj.weight, self.out_proj.bias)
+
+    @torch.no_grad()
+    def folded(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The maps a decoding step over an InputCache uses (see there), all heads stacked:
+        input -> each head's query in input space, (H * d, d) and (H * d,), scaled by 1/sqrt(dh);
+        each head's weighted inputs -> the output, (d, H * d) and (d,)."""
+        H, dh = self.n_heads, self.head_dim
+        d = H * dh
+        w_q, w_k, w_v = self.in_proj.weight.split(d)
+        b_q, _, b_v = self.in_proj.bias.split(d)  # b_k only shifts every score alike
+        w_k = w_k.view(H, dh, d).transpose(1, 2) / math.sqrt(dh)  # (H, d, dh): W_k,h^T, scaled
+        to_query = torch.bmm(w_k, w_q.view(H, dh, d)).reshape(H * d, d)
+        query_bias = torch.bmm(w_k, b_q.view(H, dh, 1)).reshape(H * d)
+        w_o = self.out_proj.weight.view(d, H, dh).transpose(0, 1)  # (H, d, dh): W_o's columns for head h
+        to_output = torch.bmm(w_o, w_v.view(H, dh, d)).transpose(0, 1).reshape(d, H * d)
+        output_bias = self.out_proj.bias + self.out_proj.weight @ b_v
+        return to_query, query_bias, to_output, output_bias
+
+    def _step_on_inputs(self, x: Tensor, cache: InputCache, layer: int, bias: Tensor | None) -> Tensor:
+        """`step` over the cached inputs h (B, L, d), with the folded maps: per head, scores are
+        q' . h_j and the output is W_ov (sum_j w_j h_j). The same maths as keys and values."""
+        (B, d), H = x.shape, self.n_heads
+        to_query, query_bias, to_output, output_bias = cache.maps[layer]
+        h = cache.append(layer, x[:, None])
+        q = F.linear(x, to_query, query_bias).view(B, H, d)
+        scores = torch.bmm(q, h.transpose(1, 2))  # (B, H, L)
+        if bias is not None:
+            scores = scores + bias[:, :, 0]  # (1 or B, H, 1, L) -> (1 or B, H, L)
+        mixed = torch.bmm(scores.softmax(dim=-1), h)  # (B, H, d): each head's weighted inputs
+        return F.linear(mixed.view(B, H * d), to_output, output_bias)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -643,7 +740,7 @@ class Block(nn.Module):
         x = self._residual(x, self.norm2, self.ffn)
         return x, weights
 
-    def step(self, x: Tensor, cache: KVCache, layer: int, bias: Tensor | None,
+    def step(self, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
              rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
         """`forward` for one new token per row, x (B, d), attending over the cache (generation;
         no dropout, as in eval mode)."""
@@ -695,14 +792,14 @@ class DecoderOnlyLM(nn.Module):
         idx: Tensor,
         positions: Tensor | None = None,
         segments: Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         return_internals: bool = False,
     ) -> Tensor | tuple[Tensor, Internals]:
         """Token ids (B, T) -> logits (B, T, vocab).
 
         positions: (B, T) or (T,), default 0..T-1 (offset by the cache length when caching).
         segments: (B, T) sequence ids for packed rows; attention never crosses segments.
-        cache: a KVCache; idx then holds only the tokens not yet in it.
+        cache: a KVCache or InputCache (`new_cache`); idx then holds only the tokens not yet in it.
         """
         self._check_ids(idx)
         return self._forward(idx, positions, segments, cache, return_internals)
@@ -711,7 +808,7 @@ class DecoderOnlyLM(nn.Module):
         if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.vocab_size):
             raise ValueError(f"token ids must lie in [0, {self.vocab_size}); got [{int(idx.min())}, {int(idx.max())}]")
 
-    def _forward(self, idx: Tensor, positions: Tensor | None, segments: Tensor | None, cache: KVCache | None,
+    def _forward(self, idx: Tensor, positions: Tensor | None, segments: Tensor | None, cache: Cache | None,
                  return_internals: bool) -> Tensor | tuple[Tensor, Internals]:
         B, T = idx.shape
         past = cache.length if cache is not None else 0
@@ -745,11 +842,22 @@ class DecoderOnlyLM(nn.Module):
             return logits, Internals(attentions, hidden)
         return logits
 
-    def new_cache(self, batch: int, max_len: int) -> KVCache:
-        c = self.config
-        return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, self.lm_head.weight.dtype)
+    def new_cache(self, batch: int, max_len: int, kind: str = "auto") -> Cache:
+        """A decoding cache for `max_len` positions: "kv" (keys and values, any encoding), "inputs"
+        (each attention layer's input: half the memory; not for encodings that rotate keys), or
+        "auto": "inputs" where it applies, else "kv"."""
+        c, dtype = self.config, self.lm_head.weight.dtype
+        if kind == "auto":
+            kind = "kv" if self.pos.rotates_keys else "inputs"
+        if kind not in CACHE_KINDS:
+            raise _unknown("cache kind", kind, ["auto", *CACHE_KINDS])
+        if kind == "inputs":
+            if self.pos.rotates_keys:
+                raise ValueError(f"encoding {c.encoding!r} rotates keys, so an input cache cannot serve it; use kind='kv'")
+            return InputCache(c.n_layers, batch, max_len, c.d_model, [b.self_attn.folded() for b in self.blocks], dtype)
+        return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, dtype)
 
-    def step(self, token: Tensor, cache: KVCache) -> Tensor:
+    def step(self, token: Tensor, cache: Cache) -> Tensor:
         """Logits (B, vocab) for one new token per row (B,), whose keys and values join the cache:
         generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
         t = cache.length
@@ -762,14 +870,15 @@ class DecoderOnlyLM(nn.Module):
         cache.length += 1
         return self.lm_head(self.final_norm(x))
 
-    @torch.no_grad()
+    @torch.inference_mode()  # like no_grad, and skips autograd's bookkeeping on every tensor: cheaper per call
     def generate(
-        self, prompt: Tensor, max_new_tokens: int, use_cache: bool = True, return_logits: bool = False
+        self, prompt: Tensor, max_new_tokens: int, use_cache: bool = True, return_logits: bool = False,
+        cache_kind: str = "auto",
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
 
-        With the cache, the prompt is run once and each later step feeds only the newest token
-        (`step`); without it, every step re-runs the whole sequence so far.
+        With the cache (`cache_kind` as in `new_cache`), the prompt is run once and each later step
+        feeds only the newest token (`step`); without it, every step re-runs the whole sequence so far.
         """
         self._check_ids(prompt)  # generated tokens are argmaxes over the vocabulary: valid by construction
         B, P = prompt.shape
@@ -777,7 +886,7 @@ class DecoderOnlyLM(nn.Module):
         out = torch.empty(B, total, dtype=torch.long, device=prompt.device)
         out[:, :P] = prompt
         step_logits = []
-        cache = self.new_cache(B, total) if use_cache else None
+        cache = self.new_cache(B, total, cache_kind) if use_cache else None
         logits = self._forward(prompt, None, None, cache, False)[:, -1]
         for t in range(P, total):
             out[:, t] = logits.argmax(-1)
@@ -1059,18 +1168,21 @@ def check_masks() -> list[Check]:
             Check("attention weight on PAD keys under the padding mask", float(w[..., 3:].abs().max()), 0.0)]
 
 
-def check_cache(encoding: str, batch: int = 8, prompt_len: int = 16, new_tokens: int = 32, seed: int = 0) -> Check:
-    """Cached against uncached greedy generation: tokens must be identical, logits within 1e-5."""
+def check_cache(encoding: str, batch: int = 8, prompt_len: int = 16, new_tokens: int = 32, seed: int = 0,
+                kind: str = "auto") -> Check:
+    """Cached (`kind` as in `new_cache`) against uncached greedy generation: tokens must be
+    identical, logits within 1e-5."""
     torch.manual_seed(seed)
     m = DecoderOnlyLM(ModelConfig(encoding=encoding)).eval()
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.1 * torch.randn_like(p))  # off the init, so biases and tables matter
     prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (batch, prompt_len))
-    a, la = m.generate(prompt, new_tokens, use_cache=True, return_logits=True)
+    a, la = m.generate(prompt, new_tokens, use_cache=True, return_logits=True, cache_kind=kind)
     b, lb = m.generate(prompt, new_tokens, use_cache=False, return_logits=True)
     diff = _maxdiff(la, lb) if torch.equal(a, b) else float("inf")
-    return Check(f"cached vs uncached generation, {encoding} (tokens identical; logits)", diff, 1e-5)
+    cache = m.new_cache(batch, 1, kind).kind  # what "auto" chose
+    return Check(f"{cache} cache vs uncached generation, {encoding} (tokens identical; logits)", diff, 1e-5)
 
 
 def check_exact_match(model: DecoderOnlyLM, label: str, task: str = "reverse", lengths: Sequence[int] = (4, 6, 8, 12),
@@ -1979,12 +2091,14 @@ def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_
     return 3.0 * (tokens * dense + attention)
 
 
-def _hf_gpt2(cfg: ModelConfig, vocab_size: int = VOCAB_SIZE):
+def _hf_gpt2(cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, eos: bool = True):
+    """GPT2LMHeadModel with our dimensions; without an end token (eos=False), `generate` never stops early."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     conf = GPT2Config(vocab_size=vocab_size, n_positions=cfg.max_positions, n_embd=cfg.d_model, n_layer=cfg.n_layers,
                       n_head=cfg.n_heads, n_inner=cfg.d_ff, activation_function="relu", resid_pdrop=0.0,
-                      embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+                      embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=BOS, eos_token_id=EOS if eos else None,
+                      pad_token_id=PAD)
     return GPT2LMHeadModel(conf)
 
 
@@ -2051,13 +2165,18 @@ def bench_training(steps: int = 20, repeats: int = 5, seed: int = 0) -> dict[str
     }
 
 
+KV_METHODS = ("ours, input cache", "ours, KV cache", "ours, uncached", "GPT-2, cached", "GPT-2, uncached")
+
+
 def bench_kv_cache(batches: Sequence[int] = (1, 64), new_tokens: Sequence[int] = (32, 64, 128), prompt_len: int = 16,
-                   repeats: int = 3, seed: int = 0) -> dict[str, Any]:
-    """Greedy generation time: ours with and without the KV cache, and Hugging Face's
+                   repeats: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Greedy generation time: ours with each cache (`new_cache`) and without, and Hugging Face's
     GPT2LMHeadModel.generate with and without its cache, same dimensions, one thread.
 
-    Ours uses learned absolute positions and pre-LN, GPT-2's own choices. Each configuration is
-    timed `repeats` times in alternation across the four methods; the median is reported.
+    Ours uses learned absolute positions and pre-LN, GPT-2's own choices. Both decode greedily for
+    exactly the number of new tokens asked (GPT-2 is built without an end token, so nothing stops
+    it early and no logits processor runs). Each configuration is timed `repeats` times in
+    alternation across the methods; the median is reported.
     """
     from transformers import GenerationConfig
     from transformers.utils import logging as hf_logging
@@ -2066,20 +2185,20 @@ def bench_kv_cache(batches: Sequence[int] = (1, 64), new_tokens: Sequence[int] =
     with torch_threads(1):
         torch.manual_seed(seed)
         mcfg = ModelConfig(encoding="learned", pre_norm=True, max_positions=prompt_len + max(new_tokens))
-        ours, hf = DecoderOnlyLM(mcfg).eval(), _hf_gpt2(mcfg).eval()
+        ours, hf = DecoderOnlyLM(mcfg).eval(), _hf_gpt2(mcfg, eos=False).eval()
 
         def hf_generate(prompt: Tensor, n: int, use_cache: bool) -> Tensor:
-            gen = GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, use_cache=use_cache,
-                                   pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS)
+            gen = GenerationConfig(max_new_tokens=n, do_sample=False, use_cache=use_cache, pad_token_id=PAD)
             with torch.no_grad():
                 return hf.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=gen)
 
-        methods = {
-            "ours, cached": lambda p, n: ours.generate(p, n, use_cache=True),
-            "ours, uncached": lambda p, n: ours.generate(p, n, use_cache=False),
-            "GPT-2 generate, cached": lambda p, n: hf_generate(p, n, True),
-            "GPT-2 generate, uncached": lambda p, n: hf_generate(p, n, False),
-        }
+        methods = dict(zip(KV_METHODS, (
+            lambda p, n: ours.generate(p, n, cache_kind="inputs"),
+            lambda p, n: ours.generate(p, n, cache_kind="kv"),
+            lambda p, n: ours.generate(p, n, use_cache=False),
+            lambda p, n: hf_generate(p, n, True),
+            lambda p, n: hf_generate(p, n, False),
+        )))
         rows = []
         for b in batches:
             prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (b, prompt_len), generator=torch.Generator().manual_seed(b))
@@ -2092,39 +2211,70 @@ def bench_kv_cache(batches: Sequence[int] = (1, 64), new_tokens: Sequence[int] =
                         t0 = time.perf_counter()
                         out = fn(prompt, n)
                         times[k].append(time.perf_counter() - t0)
-                        assert out.shape == (b, prompt_len + n), (k, out.shape)
-                rows.append({"batch": b, "new_tokens": n, **{k: float(np.median(v)) for k, v in times.items()}})
-        cache_bytes = ours.new_cache(64, prompt_len + 128).nbytes
-    return {"what": "median seconds of greedy generation after a 16-token prompt, one thread",
+                        if out.shape != (b, prompt_len + n):
+                            raise RuntimeError(f"{k} returned {tuple(out.shape)}, expected {(b, prompt_len + n)}")
+                rows.append({"batch": b, "new_tokens": n, **{k: float(np.median(v)) for k, v in times.items()},
+                             "repeat_seconds": times})  # round i of every method ran back to back
+        cache_bytes = {kind: ours.new_cache(64, prompt_len + 128, kind).nbytes for kind in CACHE_KINDS}
+    return {"what": f"median seconds of greedy generation after a {prompt_len}-token prompt, one thread",
             "repeats": repeats, "rows": rows, "cache_bytes_batch64_144_positions": cache_bytes,
             "versions": library_versions() | {"transformers": __import__("transformers").__version__}}
 
 
-def kv_ratios(result: dict[str, Any]):
-    """The benchmark as a table with the ratios the targets are stated in."""
+def bench_kv_runs(runs: int = 3, repeats: int = 5) -> dict[str, Any]:
+    """`bench_kv_cache` `runs` times, each in a fresh Python process, one after another.
+
+    On a shared machine a whole run can be fast or slow (neighbours, where the process's memory
+    lands), which the repeats inside one run cannot show; the ratios are computed within each
+    run, side by side, and then summarised across runs (`kv_summary`)."""
+    if runs == 1:
+        return {"runs": [bench_kv_cache(repeats=repeats)]}
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(runs):
+            path = Path(tmp) / f"run{i}.json"
+            cmd = [sys.executable, "-m", "lengen_helpers", "bench-kv", "--runs", "1", "--repeats", str(repeats), "--out", str(path)]
+            subprocess.run(cmd, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+            out += json.loads(path.read_text())["runs"]
+    return {"runs": out}
+
+
+def kv_ratios(run: dict[str, Any]):
+    """One run of the benchmark as a table (seconds) with the speed-ups the targets are stated in."""
     import pandas as pd
 
-    df = pd.DataFrame(result["rows"]).set_index(["batch", "new_tokens"])
-    df["cached vs uncached (ours)"] = df["ours, uncached"] / df["ours, cached"]
-    df["ours vs GPT-2, both cached"] = df["GPT-2 generate, cached"] / df["ours, cached"]
+    df = pd.DataFrame([{k: v for k, v in r.items() if k != "repeat_seconds"} for r in run["rows"]])
+    df = df.set_index(["batch", "new_tokens"])
+    for cache in ("input cache", "KV cache"):
+        df[f"uncached / {cache}"] = df["ours, uncached"] / df[f"ours, {cache}"]
+        df[f"GPT-2 cached / {cache}"] = df["GPT-2, cached"] / df[f"ours, {cache}"]
     return df
+
+
+def kv_summary(result: dict[str, Any], stat: str = "median"):
+    """Every column of `kv_ratios` across the runs of `bench_kv_runs`: "median", "min" or "max"
+    of the per-run values (each ratio is taken within its run first)."""
+    import pandas as pd
+
+    per_run = pd.concat([kv_ratios(run) for run in result["runs"]], keys=range(len(result["runs"])), names=["run"])
+    return per_run.groupby(level=["batch", "new_tokens"]).agg(stat)
 
 
 def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
     import matplotlib.pyplot as plt
 
-    df = kv_ratios(result).reset_index()
+    df = kv_summary(result).reset_index()
     batches = list(dict.fromkeys(df["batch"]))
     fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 4), squeeze=False)
-    styles = {"ours, cached": ("C0", "-"), "ours, uncached": ("C0", "--"),
-              "GPT-2 generate, cached": ("C3", "-"), "GPT-2 generate, uncached": ("C3", "--")}
+    styles = dict(zip(KV_METHODS, (("C0", "-"), ("C2", "-"), ("C0", "--"), ("C3", "-"), ("C3", "--"))))
     for ax, b in zip(axes[0], batches):
         g = df[df["batch"] == b]
         for k, (color, ls) in styles.items():
             ax.plot(g["new_tokens"], g[k], color=color, ls=ls, marker="o", label=k)
         ax.set(title=f"batch {b}: greedy generation time", xlabel="new tokens (after a 16-token prompt)",
-               ylabel="seconds (median, one thread)", yscale="log", xscale="log")
+               ylabel=f"seconds (median over {len(result['runs'])} runs, one thread)", yscale="log", xscale="log")
         ax.set_xticks(list(g["new_tokens"]), [str(x) for x in g["new_tokens"]])
+        ax.tick_params(axis="x", which="minor", labelbottom=False)  # only the measured token counts
         ax.legend(fontsize=8)
     fig.tight_layout()
     if path is not None:
@@ -2159,7 +2309,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     bt.add_argument("--repeats", type=int, default=5)
     bt.add_argument("--out", type=Path, default=BENCH_DIR / "training.json")
     bk = sub.add_parser("bench-kv", help="greedy generation: cached vs uncached, ours vs GPT2LMHeadModel.generate")
-    bk.add_argument("--repeats", type=int, default=3)
+    bk.add_argument("--runs", type=int, default=3, help="independent runs, each in a fresh process")
+    bk.add_argument("--repeats", type=int, default=5, help="rounds inside each run")
     bk.add_argument("--out", type=Path, default=BENCH_DIR / "kv_cache.json")
     args = p.parse_args(argv)
 
@@ -2196,12 +2347,19 @@ def main(argv: Sequence[str] | None = None) -> None:
               f"this machine's {res['matmul_peak_gflop_per_s']:.1f} GFLOP/s single-thread matmul")
         _atomic_json(args.out, res)
     elif args.cmd == "bench-kv":
-        res = bench_kv_cache(repeats=args.repeats)
+        res = bench_kv_runs(args.runs, args.repeats)
         import pandas as pd
 
-        with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
-            print(kv_ratios(res))
-        print(f"KV cache, batch 64 x 144 positions: {res['cache_bytes_batch64_144_positions'] / 2**20:.2f} MiB, allocated once")
+        with pd.option_context("display.width", 200, "display.max_columns", None, "display.float_format", "{:.3f}".format):
+            # one row per method or ratio, one column per (batch, new tokens)
+            print(f"median over {len(res['runs'])} runs (each the median of {args.repeats} rounds):")
+            print(kv_summary(res).T)
+            ratios = [c for c in kv_summary(res).columns if " / " in c]
+            for stat in ("min", "max"):
+                print(f"\n{stat} over runs:")
+                print(kv_summary(res, stat)[ratios].T)
+        for kind, nbytes in res["runs"][0]["cache_bytes_batch64_144_positions"].items():
+            print(f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once")
         _atomic_json(args.out, res)
 
 

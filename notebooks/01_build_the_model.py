@@ -138,8 +138,10 @@ print("hidden      ", len(internals.hidden_states), "(embeddings + 3 layers) x",
 print("untrained prediction:", logits[0].argmax(-1).tolist())
 
 # %% [markdown]
-# Greedy generation keeps a key-value cache, preallocated once, and feeds only the newest token at
-# each step; RoPE, ALiBi, T5 and the absolute tables are offset by the cache length.
+# Greedy generation keeps a cache, preallocated once, and feeds only the newest token at each
+# step; RoPE, ALiBi, T5 and the absolute tables are offset by the cache length. The cache holds each
+# attention layer's input, from which keys and values are linear maps (for RoPE, whose keys are
+# rotated after that map, it holds the keys and values themselves; notebook 06 compares the two).
 
 # %%
 prompt = batch.tokens[:, :7]  # [BOS, x1..x5, SEP]

@@ -15,29 +15,77 @@ def perturbed_model(encoding: str, pre_norm: bool = False) -> L.DecoderOnlyLM:
     return m
 
 
-@pytest.mark.parametrize("encoding", L.POSITIONAL_ENCODINGS)
+CACHE_CASES = [(enc, kind) for enc in L.POSITIONAL_ENCODINGS for kind in ("kv", "inputs") if (enc, kind) != ("rope", "inputs")]
+
+
+@pytest.mark.parametrize("encoding, kind", CACHE_CASES)
 @pytest.mark.parametrize("batch, prompt_len", [(1, 1), (1, 16), (64, 5), (64, 16)])
-def test_cached_and_uncached_generation_agree(encoding, batch, prompt_len):
+def test_cached_and_uncached_generation_agree(encoding, kind, batch, prompt_len):
     m = perturbed_model(encoding)
     prompt = torch.randint(4, L.VOCAB_SIZE, (batch, prompt_len))
-    a, la = m.generate(prompt, 24, use_cache=True, return_logits=True)
+    a, la = m.generate(prompt, 24, use_cache=True, return_logits=True, cache_kind=kind)
     b, lb = m.generate(prompt, 24, use_cache=False, return_logits=True)
     assert torch.equal(a, b)
     assert (la - lb).abs().max() < 1e-5
     assert torch.equal(a[:, :prompt_len], prompt)
 
 
-def test_cache_is_allocated_once_and_sized():
-    m = perturbed_model("rope")
-    cache = m.new_cache(64, 144)
-    k_ptr = cache.k.data_ptr()
+@pytest.mark.parametrize("encoding, kind", CACHE_CASES)
+def test_cache_fed_in_chunks_gives_the_full_forward(encoding, kind):
+    """Prompts that continue a filled cache (several tokens at once, then one at a time) see
+    exactly what the full forward sees, pre- and post-LN."""
+    for pre_norm in (False, True):
+        m = perturbed_model(encoding, pre_norm)
+        x = torch.randint(4, L.VOCAB_SIZE, (3, 12))
+        full = m(x)
+        cache = m.new_cache(3, 12, kind)
+        parts = [m(x[:, :5], cache=cache), m(x[:, 5:9], cache=cache)]
+        parts += [m.step(x[:, t], cache)[:, None] for t in range(9, 12)]
+        assert cache.length == 12
+        assert (torch.cat(parts, dim=1) - full).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("kind, nbytes", [("kv", 2 * 3 * 64 * 4 * 144 * 16 * 4),  # k and v, layers, batch, heads, positions, dh, fp32
+                                          ("inputs", 3 * 64 * 144 * 64 * 4)])  # layers, batch, positions, d_model, fp32
+def test_cache_is_allocated_once_and_sized(kind, nbytes):
+    m = perturbed_model("alibi")
+    cache = m.new_cache(64, 144, kind)
+    tensors = [cache.k, cache.v] if kind == "kv" else [cache.h]
+    pointers = [t.data_ptr() for t in tensors]
     m(torch.randint(4, 24, (64, 16)), cache=cache)
     for _ in range(5):
         m(torch.randint(4, 24, (64, 1)), cache=cache)
-    assert cache.length == 21 and cache.k.data_ptr() == k_ptr
-    assert cache.nbytes == 2 * 3 * 64 * 4 * 144 * 16 * 4  # k and v, layers, batch, heads, positions, dh, fp32
+    assert cache.length == 21 and [t.data_ptr() for t in tensors] == pointers
+    assert cache.nbytes == nbytes
     with pytest.raises(ValueError, match="holds 144 positions"):
         m(torch.randint(4, 24, (64, 200)), cache=cache)
+
+
+def test_cache_kind_follows_the_encoding():
+    assert isinstance(perturbed_model("nope").new_cache(2, 8), L.InputCache)
+    assert isinstance(perturbed_model("t5").new_cache(2, 8), L.InputCache)
+    assert isinstance(perturbed_model("rope").new_cache(2, 8), L.KVCache)  # rotated keys cannot be folded
+    rope = perturbed_model("rope")
+    with pytest.raises(ValueError, match="rotates keys"):
+        rope.new_cache(2, 8, "inputs")
+    wrong = L.InputCache(3, 2, 8, 64, [b.self_attn.folded() for b in rope.blocks])
+    with pytest.raises(ValueError, match="cannot serve rotated keys"):
+        rope(torch.randint(4, 24, (2, 3)), cache=wrong)
+    with pytest.raises(ValueError, match="unknown cache kind 'fp16'; valid choices: auto, inputs, kv"):
+        rope.new_cache(2, 8, "fp16")
+
+
+def test_an_encoding_that_rotates_keys_gets_a_kv_cache():
+    class Quarter(L.PositionalEncoding):  # rotates nothing, but overrides the hook: treated as rotating
+        name = "quarter-turn"
+
+        def rotary(self, positions):
+            return lambda t: t
+
+    assert Quarter(L.ModelConfig()).rotates_keys and not L.NoPE(L.ModelConfig()).rotates_keys
+    m = perturbed_model("nope")
+    m.pos = Quarter(m.config)
+    assert isinstance(m.new_cache(2, 8), L.KVCache)
 
 
 def loss_and_grads(m: L.DecoderOnlyLM, batch: L.Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
