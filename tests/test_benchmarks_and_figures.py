@@ -4,6 +4,10 @@ import matplotlib
 
 matplotlib.use("agg")
 
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -32,8 +36,12 @@ def test_bench_kv_cache_smoke_and_ratios():
     r = L.bench_kv_cache(batches=(2,), new_tokens=(3,), repeats=1)
     t = L.kv_ratios(r)
     assert t.index.tolist() == [(2, 3)]
-    assert t.loc[(2, 3), "cached vs uncached (ours)"] == pytest.approx(t.loc[(2, 3), "ours, uncached"] / t.loc[(2, 3), "ours, cached"])
-    assert r["cache_bytes_batch64_144_positions"] == 2 * 3 * 64 * 4 * 144 * 16 * 4
+    row = t.loc[(2, 3)]
+    assert all(row[k] > 0 for k in L.KV_METHODS)
+    assert row["uncached / input cache"] == pytest.approx(row["ours, uncached"] / row["ours, input cache"])
+    assert row["GPT-2 cached / KV cache"] == pytest.approx(row["GPT-2, cached"] / row["ours, KV cache"])
+    assert all(len(r["rows"][0]["repeat_seconds"][k]) == 1 for k in L.KV_METHODS)
+    assert r["cache_bytes_batch64_144_positions"] == {"kv": 2 * 3 * 64 * 4 * 144 * 16 * 4, "inputs": 3 * 64 * 144 * 64 * 4}
 
 
 def assert_labelled(fig):
@@ -50,8 +58,7 @@ def test_figures_are_labelled(tmp_path):
     figs = [L.plot_encodings(), L.plot_accuracy_vs_length(df), L.plot_training_curves(recs)]
     for f in figs[1:]:
         assert all(ax.get_legend() is not None for ax in f.axes)
-    kv = {"rows": [{"batch": 1, "new_tokens": n, "ours, cached": 1.0, "ours, uncached": 2.0, "GPT-2 generate, cached": 3.0,
-                    "GPT-2 generate, uncached": 4.0} for n in (32, 64)]}
+    kv = {"runs": [{"rows": [{"batch": 1, "new_tokens": n, **{k: float(i + 1) for i, k in enumerate(L.KV_METHODS)}} for n in (32, 64)]}]}
     figs.append(L.plot_kv_benchmark(kv))
     import pandas as pd
 
@@ -61,3 +68,36 @@ def test_figures_are_labelled(tmp_path):
     figs.append(L.plot_jsd(jsd))
     for f in figs:
         assert_labelled(f)
+
+
+def kv_row(batch, new_tokens, ours, gpt2):
+    seconds = dict.fromkeys(L.KV_METHODS, 1.0) | {"ours, input cache": ours, "GPT-2, cached": gpt2}
+    return {"batch": batch, "new_tokens": new_tokens, **seconds, "repeat_seconds": {k: [v] for k, v in seconds.items()}}
+
+
+def test_kv_summary_takes_ratios_within_runs_then_across():
+    # run 0: ours 1 s, GPT-2 4 s (4x); run 1: ours 4 s, GPT-2 4 s (1x); run 2: ours 2 s, GPT-2 6 s (3x)
+    runs = [{"rows": [kv_row(64, 128, o, g)]} for o, g in ((1.0, 4.0), (4.0, 4.0), (2.0, 6.0))]
+    result = {"runs": runs}
+    col = "GPT-2 cached / input cache"
+    assert L.kv_summary(result).loc[(64, 128), col] == 3.0  # median of 4, 1, 3; not 4 / 2 from median times
+    assert L.kv_summary(result, "min").loc[(64, 128), col] == 1.0
+    assert L.kv_summary(result, "max").loc[(64, 128), col] == 4.0
+    assert L.kv_summary(result).loc[(64, 128), "ours, input cache"] == 2.0
+
+
+def test_bench_kv_runs_in_fresh_processes(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(cmd, cwd, check, stdout):
+        calls.append(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.write_text(json.dumps({"runs": [{"rows": [kv_row(1, 1, 1.0, float(len(calls)))]}]}))
+
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    result = L.bench_kv_runs(runs=3, repeats=2)
+    assert len(calls) == 3 and all(c[:4] == [sys.executable, "-m", "lengen_helpers", "bench-kv"] for c in calls)
+    assert all(c[c.index("--runs") + 1] == "1" and c[c.index("--repeats") + 1] == "2" for c in calls)
+    assert [r["rows"][0]["GPT-2, cached"] for r in result["runs"]] == [1.0, 2.0, 3.0]
