@@ -6,7 +6,7 @@ in the order a reader meets it:
 
     1. vocabulary and tasks            (copy, reverse; a registry for more)
     2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
-    3. attention                       (written out, plus a fast path; a preallocated KV cache)
+    3. attention                       (written out, plus a fast path; preallocated decoding caches)
     4. blocks and models               (DecoderOnlyLM, Seq2SeqTransformer, PyTorch references)
     5. exact match                     (teacher-forced, per length)
     6. verification and pictures       (notebooks 01 and 02)
@@ -14,7 +14,7 @@ in the order a reader meets it:
     8. the sweep                       (resumable, parallel, any concurrent.futures executor)
     9. analysis                        (records -> tables, figures, mean reciprocal rank)
    10. attention inspection            (pointer heads, an explorer, JSD similarity to NoPE)
-   11. benchmarks                      (training throughput, KV cache)
+   11. benchmarks                      (training throughput, decoding caches)
    12. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
@@ -559,7 +559,7 @@ Cache = KVCache | InputCache
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: one stacked query/key/value map and an output map; self- or
-    cross-attention, with an optional KV cache."""
+    cross-attention, with an optional decoding cache (KVCache or InputCache)."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
@@ -2052,7 +2052,7 @@ def plot_jsd(table, path: Path | None = None, train_max: int = 16):
 
 
 # ---------------------------------------------------------------------------------------------
-# 11. Benchmarks: training throughput (notebook 03) and the KV cache (notebook 06)
+# 11. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 BENCH_DIR = RESULTS_DIR / "benchmarks"
