@@ -557,6 +557,15 @@ CACHE_KINDS = {"kv": KVCache, "inputs": InputCache}
 Cache = KVCache | InputCache
 
 
+def _serves_inputs(cache: Cache | None, rotate: Callable[[Tensor], Tensor] | None) -> bool:
+    """True if attention runs over an InputCache; refuses rotated keys, which it cannot serve."""
+    if not isinstance(cache, InputCache):
+        return False
+    if rotate is not None:
+        raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+    return True
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: one stacked query/key/value map and an output map; self- or
     cross-attention, with an optional decoding cache (KVCache or InputCache)."""
@@ -589,9 +598,7 @@ class MultiHeadAttention(nn.Module):
         keys (RoPE). With `cache`, x holds only new tokens: a KVCache stores their keys and values
         (already rotated) at its current length, an InputCache stores x itself; attention then
         covers every cached position."""
-        if isinstance(cache, InputCache):
-            if rotate is not None:
-                raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+        if _serves_inputs(cache, rotate):
             memory = cache.append(layer, x)  # keys and values from every input so far, as cross-attention does
         if memory is None:  # one matmul for all three maps
             q, k, v = self.in_proj(x).chunk(3, dim=-1)
@@ -627,9 +634,7 @@ class MultiHeadAttention(nn.Module):
         """Self-attention for one new token per row, x (B, d): its key and value go into the
         cache, its query attends over everything cached. The same maths as `forward`, with plain
         function calls: in generation's inner loop the cost is per call, not per flop."""
-        if isinstance(cache, InputCache):
-            if rotate is not None:
-                raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+        if _serves_inputs(cache, rotate):
             return self._step_on_inputs(x, cache, layer, bias)
         B = x.shape[0]
         q, k, v = F.linear(x, self.in_proj.weight, self.in_proj.bias).view(B, 3, self.n_heads, 1, self.head_dim).unbind(1)

@@ -71,6 +71,10 @@ def test_cache_kind_follows_the_encoding():
     wrong = L.InputCache(3, 2, 8, 64, [b.self_attn.folded() for b in rope.blocks])
     with pytest.raises(ValueError, match="cannot serve rotated keys"):
         rope(torch.randint(4, 24, (2, 3)), cache=wrong)
+    with pytest.raises(ValueError, match="cannot serve rotated keys"):
+        rope.step(torch.randint(4, 24, (2,)), wrong)
+    with pytest.raises(ValueError, match="needs 3 folded maps, got 2"):
+        L.InputCache(3, 2, 8, 64, wrong.maps[:2])
     with pytest.raises(ValueError, match="unknown cache kind 'fp16'; valid choices: auto, inputs, kv"):
         rope.new_cache(2, 8, "fp16")
 
