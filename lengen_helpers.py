@@ -523,21 +523,22 @@ class InputCache(_Cache):
     """The input of every attention layer, (B, max_len, d) per layer, preallocated once.
 
     Keys and values are linear maps of that input (k = W_k h + b_k, v = W_v h + b_v), so one
-    tensor can stand in for both, and the maps fold into the query and the output instead. Per
-    head, with q = W_q x + b_q: the score of position j is q . k_j = (W_k^T q) . h_j + q . b_k,
-    where q . b_k is the same for every j and cancels in the softmax; the output W_o (sum_j w_j v_j)
-    is (W_o W_v) (sum_j w_j h_j) + W_o b_v, since the weights sum to one. `maps` holds those folded
-    matrices per layer (`MultiHeadAttention.folded`), made from the weights the cache serves: like
-    any decoding cache, it is only valid for those weights. Half the memory of a `KVCache`. Keys
-    that are rotated after their projection (RoPE) cannot be folded so: those use a `KVCache`.
+    tensor can stand in for both, with the maps moved to the other side of the attention's
+    products. Per head, with q = W_q x + b_q: the score of position j is
+    q . k_j = (W_k^T q) . h_j + q . b_k, and q . b_k is the same for every j, so it cancels in the
+    softmax; the output is sum_j w_j v_j = W_v (sum_j w_j h_j) + b_v, since the weights sum to one.
+    `maps` holds each layer's W_q, b_q (scaled by 1/sqrt(dh)), W_k, W_v and b_v split by head
+    (`MultiHeadAttention.input_maps`), made from the weights the cache serves: like any decoding
+    cache, it is only valid for those weights. Half the memory of a `KVCache`. Keys that are
+    rotated after their projection (RoPE) cannot be served so: those use a `KVCache`.
     """
 
     kind = "inputs"
 
     def __init__(self, n_layers: int, batch: int, max_len: int, d_model: int,
-                 maps: Sequence[tuple[Tensor, Tensor, Tensor, Tensor]], dtype=torch.float32):
+                 maps: Sequence[tuple[Tensor, ...]], dtype=torch.float32):
         if len(maps) != n_layers:
-            raise ValueError(f"an InputCache for {n_layers} layers needs {n_layers} folded maps, got {len(maps)}")
+            raise ValueError(f"an InputCache for {n_layers} layers needs {n_layers} sets of maps, got {len(maps)}")
         self.h = torch.empty(n_layers, batch, max_len, d_model, dtype=dtype)  # not zeroed, as above
         self.maps = list(maps)
         self.length, self.max_len = 0, max_len
@@ -645,34 +646,32 @@ class MultiHeadAttention(nn.Module):
         return F.linear(out.view(B, -1), self.out_proj.weight, self.out_proj.bias)
 
     @torch.no_grad()
-    def folded(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """The maps a decoding step over an InputCache uses (see there), all heads stacked:
-        input -> each head's query in input space, (H * d, d) and (H * d,), scaled by 1/sqrt(dh);
-        each head's weighted inputs -> the output, (d, H * d) and (d,)."""
+    def input_maps(self) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """What a decoding step over an InputCache needs (see there), laid out for it once: the
+        query map W_q (d, d) and b_q, both scaled by 1/sqrt(dh); W_k by head, (H, dh, d); W_v^T by
+        head, (H, d, dh); b_v by head, (H, 1, dh). b_k is left out: it shifts every score alike."""
         H, dh = self.n_heads, self.head_dim
         d = H * dh
         w_q, w_k, w_v = self.in_proj.weight.split(d)
-        b_q, _, b_v = self.in_proj.bias.split(d)  # b_k only shifts every score alike
-        w_k = w_k.view(H, dh, d).transpose(1, 2) / math.sqrt(dh)  # (H, d, dh): W_k,h^T, scaled
-        to_query = torch.bmm(w_k, w_q.view(H, dh, d)).reshape(H * d, d)
-        query_bias = torch.bmm(w_k, b_q.view(H, dh, 1)).reshape(H * d)
-        w_o = self.out_proj.weight.view(d, H, dh).transpose(0, 1)  # (H, d, dh): W_o's columns for head h
-        to_output = torch.bmm(w_o, w_v.view(H, dh, d)).transpose(0, 1).reshape(d, H * d)
-        output_bias = self.out_proj.bias + self.out_proj.weight @ b_v
-        return to_query, query_bias, to_output, output_bias
+        b_q, _, b_v = self.in_proj.bias.split(d)
+        scale = 1 / math.sqrt(dh)
+        return (w_q * scale, b_q * scale, w_k.reshape(H, dh, d).contiguous(),
+                w_v.reshape(H, dh, d).transpose(1, 2).contiguous(), b_v.reshape(H, 1, dh).contiguous())
 
     def _step_on_inputs(self, x: Tensor, cache: InputCache, layer: int, bias: Tensor | None) -> Tensor:
-        """`step` over the cached inputs h (B, L, d), with the folded maps: per head, scores are
-        q' . h_j and the output is W_ov (sum_j w_j h_j). The same maths as keys and values."""
+        """`step` over the cached inputs h (B, L, d): per head, the scores are (W_k^T q) . h_j and
+        the output is W_v (sum_j w_j h_j) + b_v. The same maths as keys and values, in another order."""
         (B, d), H = x.shape, self.n_heads
-        to_query, query_bias, to_output, output_bias = cache.maps[layer]
+        w_q, b_q, w_k, w_v, b_v = cache.maps[layer]
         h = cache.append(layer, x[:, None])
-        q = F.linear(x, to_query, query_bias).view(B, H, d)
+        q = F.linear(x, w_q, b_q).view(B, H, -1).transpose(0, 1)  # (H, B, dh), scaled
+        q = torch.bmm(q, w_k).transpose(0, 1)  # (B, H, d): each head's query in input space
         scores = torch.bmm(q, h.transpose(1, 2))  # (B, H, L)
         if bias is not None:
             scores = scores + bias[:, :, 0]  # (1 or B, H, 1, L) -> (1 or B, H, L)
-        mixed = torch.bmm(scores.softmax(dim=-1), h)  # (B, H, d): each head's weighted inputs
-        return F.linear(mixed.view(B, H * d), to_output, output_bias)
+        mixed = torch.bmm(scores.softmax(dim=-1), h).transpose(0, 1)  # (H, B, d): each head's weighted inputs
+        out = torch.baddbmm(b_v, mixed, w_v).transpose(0, 1).reshape(B, d)  # (B, H * dh): the heads' values
+        return F.linear(out, self.out_proj.weight, self.out_proj.bias)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -751,18 +750,20 @@ class Block(nn.Module):
         no dropout, as in eval mode)."""
         if self.cross_attn is not None:
             raise NotImplementedError("Block.step serves decoder-only models; this block also attends to a memory")
+        up, _, _, down = self.ffn  # linear, ReLU, dropout (off in generation), linear
+        if self.pre_norm:
+            x = x + self.self_attn.step(_layer_norm(self.norm1, x), cache, layer, bias, rotate)
+            return x + _feed_forward(up, down, _layer_norm(self.norm2, x))
+        x = _layer_norm(self.norm1, x + self.self_attn.step(x, cache, layer, bias, rotate))
+        return _layer_norm(self.norm2, x + _feed_forward(up, down, x))
 
-        def norm(m: nn.LayerNorm, h: Tensor) -> Tensor:
-            return F.layer_norm(h, m.normalized_shape, m.weight, m.bias, m.eps)
 
-        up, down = self.ffn[0], self.ffn[3]
-        sublayers = (
-            (self.norm1, lambda h: self.self_attn.step(h, cache, layer, bias, rotate)),
-            (self.norm2, lambda h: F.linear(F.relu(F.linear(h, up.weight, up.bias)), down.weight, down.bias)),
-        )
-        for m, f in sublayers:
-            x = x + f(norm(m, x)) if self.pre_norm else norm(m, x + f(x))
-        return x
+def _layer_norm(m: nn.LayerNorm, x: Tensor) -> Tensor:
+    return F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
+
+
+def _feed_forward(up: nn.Linear, down: nn.Linear, x: Tensor) -> Tensor:
+    return F.linear(F.relu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
 
 
 @dataclass
@@ -859,7 +860,7 @@ class DecoderOnlyLM(nn.Module):
         if kind == "inputs":
             if self.pos.rotates_keys:
                 raise ValueError(f"encoding {c.encoding!r} rotates keys, so an input cache cannot serve it; use kind='kv'")
-            return InputCache(c.n_layers, batch, max_len, c.d_model, [b.self_attn.folded() for b in self.blocks], dtype)
+            return InputCache(c.n_layers, batch, max_len, c.d_model, [b.self_attn.input_maps() for b in self.blocks], dtype)
         return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, dtype)
 
     def step(self, token: Tensor, cache: Cache) -> Tensor:
@@ -867,13 +868,13 @@ class DecoderOnlyLM(nn.Module):
         generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
         t = cache.length
         position = torch.tensor([t], device=token.device)
-        x = self.pos.embed(self.tok_emb(token)[:, None], position)[:, 0]  # (B, d)
+        x = self.pos.embed(F.embedding(token, self.tok_emb.weight)[:, None], position)[:, 0]  # (B, d)
         bias = self.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
         rotate = self.pos.rotary(position)
         for i, block in enumerate(self.blocks):
             x = block.step(x, cache, i, bias, rotate)
         cache.length += 1
-        return self.lm_head(self.final_norm(x))
+        return F.linear(self.final_norm(x), self.lm_head.weight, self.lm_head.bias)
 
     @torch.inference_mode()  # like no_grad, and skips autograd's bookkeeping on every tensor: cheaper per call
     def generate(

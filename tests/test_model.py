@@ -64,16 +64,16 @@ def test_cache_is_allocated_once_and_sized(kind, nbytes):
 def test_cache_kind_follows_the_encoding():
     assert isinstance(perturbed_model("nope").new_cache(2, 8), L.InputCache)
     assert isinstance(perturbed_model("t5").new_cache(2, 8), L.InputCache)
-    assert isinstance(perturbed_model("rope").new_cache(2, 8), L.KVCache)  # rotated keys cannot be folded
+    assert isinstance(perturbed_model("rope").new_cache(2, 8), L.KVCache)  # rotated keys cannot be served from inputs
     rope = perturbed_model("rope")
     with pytest.raises(ValueError, match="rotates keys"):
         rope.new_cache(2, 8, "inputs")
-    wrong = L.InputCache(3, 2, 8, 64, [b.self_attn.folded() for b in rope.blocks])
+    wrong = L.InputCache(3, 2, 8, 64, [b.self_attn.input_maps() for b in rope.blocks])
     with pytest.raises(ValueError, match="cannot serve rotated keys"):
         rope(torch.randint(4, 24, (2, 3)), cache=wrong)
     with pytest.raises(ValueError, match="cannot serve rotated keys"):
         rope.step(torch.randint(4, 24, (2,)), wrong)
-    with pytest.raises(ValueError, match="needs 3 folded maps, got 2"):
+    with pytest.raises(ValueError, match="needs 3 sets of maps, got 2"):
         L.InputCache(3, 2, 8, 64, wrong.maps[:2])
     with pytest.raises(ValueError, match="unknown cache kind 'fp16'; valid choices: auto, inputs, kv"):
         rope.new_cache(2, 8, "fp16")
