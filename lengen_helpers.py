@@ -632,8 +632,8 @@ class MultiHeadAttention(nn.Module):
 
     def step(self, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
              rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
-        """Self-attention for one new token per row, x (B, d): its key and value go into the
-        cache, its query attends over everything cached. The same maths as `forward`, with plain
+        """Self-attention for one new token per row, x (B, d): its key and value (KVCache) or x
+        itself (InputCache) go into the cache, its query attends over everything cached. The same maths as `forward`, with plain
         function calls: in generation's inner loop the cost is per call, not per flop."""
         if _serves_inputs(cache, rotate):
             return self._step_on_inputs(x, cache, layer, bias)
@@ -864,7 +864,7 @@ class DecoderOnlyLM(nn.Module):
         return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, dtype)
 
     def step(self, token: Tensor, cache: Cache) -> Tensor:
-        """Logits (B, vocab) for one new token per row (B,), whose keys and values join the cache:
+        """Logits (B, vocab) for one new token per row (B,), whose entries join the cache:
         generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
         t = cache.length
         position = torch.tensor([t], device=token.device)
@@ -2266,6 +2266,13 @@ def kv_summary(result: dict[str, Any], stat: str = "median"):
     return per_run.groupby(level=["batch", "new_tokens"]).agg(stat)
 
 
+def kv_ratio_range(result: dict[str, Any]):
+    """Each speed-up of `kv_ratios` as "least to greatest" over the runs of `bench_kv_runs`."""
+    least, greatest = kv_summary(result, "min"), kv_summary(result, "max")
+    ratios = [c for c in least.columns if " / " in c]
+    return least[ratios].map("{:.2f}".format) + " to " + greatest[ratios].map("{:.2f}".format)
+
+
 def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
     import matplotlib.pyplot as plt
 
@@ -2360,10 +2367,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             # one row per method or ratio, one column per (batch, new tokens)
             print(f"median over {len(res['runs'])} runs (each the median of {args.repeats} rounds):")
             print(kv_summary(res).T)
-            ratios = [c for c in kv_summary(res).columns if " / " in c]
-            for stat in ("min", "max"):
-                print(f"\n{stat} over runs:")
-                print(kv_summary(res, stat)[ratios].T)
+            print("\neach ratio, least to greatest over the runs:")
+            print(kv_ratio_range(res).T)
         for kind, nbytes in res["runs"][0]["cache_bytes_batch64_144_positions"].items():
             print(f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once")
         _atomic_json(args.out, res)

@@ -112,10 +112,8 @@ print(f"{len(bench['runs'])} runs of {bench['runs'][0]['repeats']} rounds each, 
 table.T.round(3)
 
 # %%
-ratios = [c for c in table.columns if " / " in c]
-spread = least[ratios].map("{:.2f}".format) + " to " + greatest[ratios].map("{:.2f}".format)
 print("each ratio, least to greatest over the runs")
-spread.T
+L.kv_ratio_range(bench).T
 
 # %%
 fig = L.plot_kv_benchmark(bench, L.FIGURES_DIR / "06_kv_cache.png")

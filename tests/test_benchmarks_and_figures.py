@@ -84,6 +84,7 @@ def test_kv_summary_takes_ratios_within_runs_then_across():
     assert L.kv_summary(result, "min").loc[(64, 128), col] == 1.0
     assert L.kv_summary(result, "max").loc[(64, 128), col] == 4.0
     assert L.kv_summary(result).loc[(64, 128), "ours, input cache"] == 2.0
+    assert L.kv_ratio_range(result).loc[(64, 128), col] == "1.00 to 4.00"
 
 
 def test_bench_kv_runs_in_fresh_processes(tmp_path, monkeypatch):
