@@ -83,3 +83,11 @@ def test_seq2seq_greedy_decode_shapes():
 def test_mha_rejects_indivisible_heads():
     with pytest.raises(ValueError, match="not divisible"):
         L.MultiHeadAttention(30, 4)
+
+
+def test_check_rows_print_the_verdict_and_tolerance_not_the_float_noise():
+    # two machines whose kernels differ in the last bits must print the same row
+    a, b = L.Check("x", 3e-7, 1e-5).row(), L.Check("x", 0.0, 1e-5).row()
+    assert a == b == {"check": "x", "tolerance": "max |diff| <= 1e-05", "result": "pass"}
+    assert L.Check("x", 2e-5, 1e-5).row()["result"] == "FAIL"
+    assert L.Check("rows that differ", 0.0, 0.0).row()["tolerance"] == "exact"

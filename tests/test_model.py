@@ -167,3 +167,18 @@ def test_positions_that_skip_are_not_given_the_shared_bias():
     alone = m(tokens[:, :3], positions=skipping[:, :3])  # the first sequence on its own
     packed = m(tokens, positions=skipping, segments=segments)
     assert torch.allclose(packed[:, :3], alone, atol=1e-6)
+
+
+def test_scaled_embeddings_are_the_table_times_sqrt_d_and_decode_the_same_cached():
+    torch.manual_seed(0)
+    scaled = L.DecoderOnlyLM(L.ModelConfig(encoding="sinusoidal", scale_embeddings=True)).eval()
+    plain = L.DecoderOnlyLM(L.ModelConfig(encoding="sinusoidal")).eval()
+    plain.load_state_dict(scaled.state_dict())
+    with torch.no_grad():
+        plain.tok_emb.weight.mul_(8.0)  # sqrt(64)
+    idx = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (3, 9))
+    assert torch.allclose(scaled(idx), plain(idx), atol=1e-5)
+    assert not torch.allclose(scaled(idx), L.DecoderOnlyLM(L.ModelConfig(encoding="sinusoidal")).eval()(idx), atol=1e-3)
+    a, la = scaled.generate(idx, 6, use_cache=True, return_logits=True)
+    b, lb = scaled.generate(idx, 6, use_cache=False, return_logits=True)
+    assert torch.equal(a, b) and torch.allclose(la, lb, atol=1e-5)

@@ -200,7 +200,66 @@ def test_a_new_training_revision_changes_every_hash_and_old_records_stay_readabl
 
 def test_revision_one_records_keep_their_hash():
     cfg = tiny().to_dict()
-    assert L.config_hash(cfg, 1) == __import__("hashlib").sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:12]
+    written = json.loads(json.dumps(cfg))  # as revision 1 wrote it, before the later fields existed
+    del written["packed"], written["model"]["scale_embeddings"]
+    expected = __import__("hashlib").sha256(json.dumps(written, sort_keys=True).encode()).hexdigest()[:12]
+    assert L.config_hash(cfg, 1) == L.config_hash(written, 1) == expected
+
+
+def test_fields_added_after_the_grid_keep_the_grid_s_hashes_at_their_defaults():
+    # the committed grid's records were written before `packed` and `scale_embeddings` existed
+    committed = L.read_record(L.RESULTS_DIR / "runs" / "copy-nope-s0-35698c6d50e8.json")
+    assert "packed" not in committed["config"]
+    assert L.make_run("copy", "nope", 0).hash == committed["config_hash"] == "35698c6d50e8"
+    base = tiny()
+    for changed in (tiny(packed=False), tiny(scale_embeddings=True)):  # any other value names a new run
+        assert changed.hash != base.hash
+        assert L.RunConfig.from_dict(changed.to_dict()).hash == changed.hash
+
+
+def test_padded_training_is_the_packed_run_up_to_float_order(monkeypatch):
+    padded_calls = []
+    real = L.padded_training_batch
+    monkeypatch.setattr(L, "padded_training_batch", lambda *a: padded_calls.append(1) or real(*a))
+    _, packed = L.train_run(tiny(steps=15), progress=False)
+    assert padded_calls == []
+    _, padded = L.train_run(tiny(steps=15, packed=False), progress=False)
+    assert len(padded_calls) == 15
+    # the same sequences, the same loss and gradients: the curves agree to float noise
+    a, b = packed["loss_curve"]["mean_loss"], padded["loss_curve"]["mean_loss"]
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
+
+
+def test_sweep_logs_its_wall_time_only_when_it_trained(tmp_path):
+    cfg = tiny(steps=5)
+    L.sweep([cfg], tmp_path, executor=_Inline(), progress=False)
+    L.sweep([cfg], tmp_path, executor=_Inline(), progress=False)  # nothing to do: no line
+    (line,) = (tmp_path / "sweeps.jsonl").read_text().splitlines()
+    log = json.loads(line)
+    assert (log["runs"], log["trained"], log["executor"], log["training_revision"]) == (1, 1, "_Inline", L.TRAINING_REVISION)
+    assert log["wall_s"] >= 0 and L.sweep_log(tmp_path)["trained"].tolist() == [1]
+
+
+def test_command_line_sweeps_a_named_grid_into_its_own_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(L.GRIDS, "tiny-ablation", (lambda: [tiny(steps=5, scale_embeddings=True)], "ablations/tiny"))
+    L.main(["sweep", "--grid", "tiny-ablation", "--workers", "1", "--results", str(tmp_path)])
+    (path,) = (tmp_path / "ablations" / "tiny" / "runs").glob("copy-nope-s0-*.json")
+    assert L.read_record(path)["config"]["model"]["scale_embeddings"] is True
+    assert (tmp_path / "ablations" / "tiny" / "sweeps.jsonl").exists() and not (tmp_path / "runs").exists()
+    assert "1 trained now" in capsys.readouterr().out
+
+
+def test_the_sinusoidal_ablation_changes_one_setting_per_run_within_its_budget():
+    configs = L.sinusoidal_ablation()
+    base = L.make_run("copy", "sinusoidal", 0).to_dict()
+    for cfg in configs:
+        d = cfg.to_dict()
+        diff = {k for k in d if k not in ("task", "seed", "model") and d[k] != base[k]}
+        diff |= {f"model.{k}" for k in d["model"] if d["model"][k] != base["model"][k]}
+        assert diff in ({"packed"}, {"model.scale_embeddings"}), diff
+    copy_run = L.run_compute_flops(L.make_run("copy", "sinusoidal", 0), sample_steps=30)
+    spent = sum(L.run_compute_flops(c, sample_steps=30) for c in configs)
+    assert spent <= 12 * copy_run  # the budget: the compute of 12 copy runs
 
 
 def test_atomic_writes_leave_ordinary_readable_files(tmp_path):
