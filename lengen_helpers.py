@@ -1375,9 +1375,8 @@ def make_optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
 
 def training_batch(task: Task, cfg: RunConfig, generator: torch.Generator, packed: bool = True) -> Batch:
     """batch_size sequences, each with n drawn uniformly from [train_min_len, train_max_len]."""
-    lengths = torch.randint(cfg.train_min_len, cfg.train_max_len + 1, (cfg.batch_size,), generator=generator)
     make = packed_training_batch if packed else padded_training_batch
-    return make(task, lengths.tolist(), generator)
+    return make(task, training_lengths(cfg, generator), generator)
 
 
 def batch_loss(model: DecoderOnlyLM, batch: Batch) -> Tensor:
@@ -1721,20 +1720,23 @@ def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 
 
 def plot_by_length(table, value: str, ylabel: str, title: str, path: Path | None = None, train_max: int = 16,
                    scale: float = 1.0, band: bool = True, line_label: Callable[[str], str] | None = None,
-                   ylim: tuple[float, float] | None = None):
+                   ylim: tuple[float, float] | None = None, colors: dict[str, str] | None = None,
+                   styles: dict[str, str] | None = None):
     """One panel per task, one line per encoding against n: the mean over seeds of `value`
     (times `scale`), a min-max band over seeds, and the longest training length marked."""
     import matplotlib.pyplot as plt
 
     tasks = list(dict.fromkeys(table["task"]))
+    colors = COLORS if colors is None else colors
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
             stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
             name = line_label(enc) if line_label else f"{label(enc)} ({g['seed'].nunique()} seeds)"
-            ax.plot(stats.index, stats["mean"], color=COLORS.get(enc), ls="--" if "floor" in name else "-", label=name)
+            ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
+            ax.plot(stats.index, stats["mean"], color=colors.get(enc), ls=ls, label=name)
             if band:
-                ax.fill_between(stats.index, stats["min"], stats["max"], color=COLORS.get(enc), alpha=0.15)
+                ax.fill_between(stats.index, stats["min"], stats["max"], color=colors.get(enc), alpha=0.15)
         ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
         ax.set(title=f"{task}: {title}", xlabel="input length n (symbols)", ylabel=ylabel)
         if ylim is not None:
@@ -1775,13 +1777,149 @@ def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = 
     return fig
 
 
-def mean_reciprocal_rank(df, test_lengths: Sequence[int] = range(17, 33)):
-    """The paper's aggregate: for every (task, seed) column rank the encodings by mean exact match
-    over `test_lengths` (1 = best; ties share the average rank), score 1/rank, average over columns."""
+def reciprocal_ranks(df, test_lengths: Sequence[int] = range(17, 33)):
+    """One row per (task, seed) column, one column per encoding: 1 / rank of the encoding's mean
+    exact match over `test_lengths` in that column (1 = best; ties share the average rank)."""
     test = df[df["n"].isin(list(test_lengths))]
     acc = test.groupby(["task", "seed", "encoding"])["exact_match"].mean().unstack("encoding")
-    ranks = acc.rank(axis=1, ascending=False, method="average")
-    return (1.0 / ranks).mean().sort_values(ascending=False).rename("mean reciprocal rank")
+    return 1.0 / acc.rank(axis=1, ascending=False, method="average")
+
+
+def mean_reciprocal_rank(df, test_lengths: Sequence[int] = range(17, 33)):
+    """The paper's aggregate: each encoding's reciprocal rank averaged over the (task, seed) columns."""
+    return reciprocal_ranks(df, test_lengths).mean().sort_values(ascending=False).rename("mean reciprocal rank")
+
+
+# Uncertainty: the seeds are a sample, so every ranking is resampled. A bootstrap draws the units
+# (seeds, or (task, seed) columns) with replacement and recomputes the statistic; a claim that
+# "A ranks above B" is stated as a finding only if it holds in at least 90% of the resamples.
+CLAIM_THRESHOLD = 0.9
+
+
+def bootstrap_means(units, n_boot: int = 10000, seed: int = 0) -> np.ndarray:
+    """(n_boot, columns): column means of `units` (rows = resampling units) over resampled rows."""
+    values = np.asarray(units, dtype=float)
+    draws = np.random.default_rng(seed).integers(0, len(values), size=(n_boot, len(values)))
+    return values[draws].mean(axis=1)
+
+
+def mrr_units(df, unit: str, test_lengths: Sequence[int] = range(17, 33)):
+    """The rows a bootstrap of the mean reciprocal rank resamples: unit="column", one row per
+    (task, seed) column; unit="seed", one row per seed (its columns on every task, averaged)."""
+    rr = reciprocal_ranks(df, test_lengths)
+    if unit == "column":
+        return rr
+    if unit == "seed":
+        return rr.groupby(level="seed").mean()
+    raise _unknown("bootstrap unit", unit, ["column", "seed"])
+
+
+def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: bool = True):
+    """P(row's statistic is better than column's) over the resamples; ties count half."""
+    import pandas as pd
+
+    b = boot if higher_is_better else -boot
+    p = (b[:, :, None] > b[:, None, :]).mean(0) + 0.5 * (b[:, :, None] == b[:, None, :]).mean(0)
+    np.fill_diagonal(p, np.nan)
+    return pd.DataFrame(p, index=list(names), columns=list(names))
+
+
+def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):
+    """Per column of `units`: the mean, its 95% bootstrap interval, and how often it is the best."""
+    import pandas as pd
+
+    boot = bootstrap_means(units, n_boot, seed)
+    best = (boot if higher_is_better else -boot).argmax(axis=1)
+    out = pd.DataFrame({"mean": np.asarray(units, dtype=float).mean(0), "95% low": np.percentile(boot, 2.5, axis=0),
+                        "95% high": np.percentile(boot, 97.5, axis=0),
+                        "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot)}, index=list(units.columns))
+    return out.sort_values("mean", ascending=not higher_is_better)
+
+
+def ranking_claims(units_by_scheme: dict[str, Any], n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True,
+                   threshold: float = CLAIM_THRESHOLD) -> list[str]:
+    """Each neighbouring pair in the order of the means, with the probability under each bootstrap
+    scheme (name -> its units, same columns) that the first is ahead. "A > B" only where every
+    scheme gives at least `threshold`; else "A ~ B: not distinguishable here"."""
+    first_units = next(iter(units_by_scheme.values()))
+    names = list(first_units.columns)
+    means = np.asarray(first_units, dtype=float).mean(0)
+    order = np.argsort(-means if higher_is_better else means, kind="stable")
+    probs = {k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
+             for k, u in units_by_scheme.items()}
+    out = []
+    for a, b in zip(order[:-1], order[1:]):
+        first, second = label(names[a]), label(names[b])
+        shown = ", ".join(f"{k} {p[a, b]:.0%}" for k, p in probs.items())
+        sure = min(p[a, b] for p in probs.values()) >= threshold
+        out.append(f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})")
+    return out
+
+
+def accuracy_units(df, task: str, test_lengths: Sequence[int] = range(17, 33)):
+    """One row per seed, one column per encoding: mean exact match over `test_lengths` on `task`
+    (the units of a per-task bootstrap)."""
+    test = df[(df["task"] == task) & df["n"].isin(list(test_lengths))]
+    return test.groupby(["seed", "encoding"])["exact_match"].mean().unstack("encoding")
+
+
+def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope: bool = False):
+    """One row per seed, one column per encoding: mean JSD to NoPE over `lengths` on `task`."""
+    keep = (jsd["task"] == task) & jsd["n"].isin(list(lengths)) & (with_nope | (jsd["encoding"] != "nope"))
+    return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
+
+
+def paper_rankings(path: Path | None = None) -> dict[str, list[str]]:
+    """The paper's order of the encodings (best first): per task from its copy and reverse test exact
+    match, and over its ten tasks from its mean reciprocal rank."""
+    paper = json.loads(Path(path or PUBLISHED_DIR / "paper.json").read_text())
+    order = lambda d: sorted(d, key=d.get, reverse=True)  # noqa: E731
+    out = {task: order(v) for task, v in paper["ood_exact_match_mean_of_3_seeds"].items()}
+    out["ten tasks (MRR)"] = order(paper["mean_reciprocal_rank_no_scratchpad"])
+    return out
+
+
+def training_lengths(cfg: RunConfig, generator: torch.Generator) -> list[int]:
+    """The input lengths of one training batch: batch_size draws, uniform in [train_min_len, train_max_len]."""
+    return torch.randint(cfg.train_min_len, cfg.train_max_len + 1, (cfg.batch_size,), generator=generator).tolist()
+
+
+def training_inputs(cfg: RunConfig, max_len: int) -> dict[int, set[tuple[int, ...]]]:
+    """Every input sequence of length <= max_len that a run's training draws, replayed from its
+    data seed (the batches' own order of draws: lengths, then each length's inputs, shortest first)."""
+    task, g = get_task(cfg.task), torch.Generator().manual_seed(cfg.seed)
+    seen: dict[int, set[tuple[int, ...]]] = {n: set() for n in range(1, max_len + 1)}
+    for _ in range(cfg.steps):
+        for n, idx in _draw_groups(training_lengths(cfg, g)).items():
+            x = task.inputs(n, len(idx), g)
+            if n <= max_len:
+                seen[n].update(map(tuple, x.tolist()))
+    return seen
+
+
+def eval_training_overlap(configs: Sequence[RunConfig], max_len: int = 6):
+    """Per length n <= max_len: how many of the evaluation's sequences the runs' training also drew
+    (mean over `configs`, in %), beside how many distinct inputs of length n exist."""
+    import pandas as pd
+
+    rows = []
+    for cfg in configs:
+        seen = training_inputs(cfg, max_len)
+        for n in range(1, max_len + 1):
+            x = single_length_batch(get_task(cfg.task), n, cfg.eval_per_length, eval_generator(cfg.task, n, cfg.eval_seed)).tokens[:, 1 : n + 1]
+            hits = sum(tuple(row) in seen[n] for row in x.tolist())
+            rows.append({"n": n, "distinct inputs": N_SYMBOLS**n, "distinct inputs drawn in training": len(seen[n]),
+                         "evaluation sequences also in training (%)": 100 * hits / len(x)})
+    return pd.DataFrame(rows).groupby("n").mean()
+
+
+def learned_rows_with_gradient(cfg: RunConfig) -> list[int]:
+    """The rows of the learned position table that receive a gradient from a training batch whose
+    sequences all have the longest training length (the rows training can move at all)."""
+    model = DecoderOnlyLM(ModelConfig(**{**asdict(cfg.model), "encoding": "learned"}))
+    batch = single_length_batch(get_task(cfg.task), cfg.train_max_len, 4, torch.Generator().manual_seed(0))
+    batch_loss(model, batch).backward()
+    return model.pos.table.weight.grad.abs().sum(1).nonzero().flatten().tolist()
 
 
 def in_distribution_misses(records: Sequence[dict[str, Any]], bar: float = 0.95):
@@ -1827,6 +1965,51 @@ def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path
             row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
         rows.append(row)
     return pd.DataFrame(rows).set_index("encoding")
+
+
+ABLATION_DIR = RESULTS_DIR / GRIDS["sinusoidal-ablation"][1]
+
+
+def setting_changes(config: dict[str, Any]) -> str:
+    """What a run's config changes from the grid's settings for its task, encoding and seed
+    ("scale_embeddings=True", "packed=False", ...), or "grid settings"."""
+    base = make_run(config["task"], config["model"]["encoding"], config["seed"]).to_dict()
+    changes = [f"{k}={v}" for k, v in config.items() if k != "model" and v != base.get(k)]
+    changes += [f"{k}={v}" for k, v in config["model"].items() if v != base["model"].get(k)]
+    return ", ".join(changes) or "grid settings"
+
+
+def settings_frame(records: Sequence[dict[str, Any]]):
+    """`exact_match_frame` with each run's `setting_changes` in the encoding column, so that the
+    grid's tables and plots compare settings of one encoding instead of encodings."""
+    import pandas as pd
+
+    frames = [exact_match_frame([r]).assign(encoding=setting_changes(r["config"])) for r in records]
+    return pd.concat(frames, ignore_index=True)
+
+
+def plot_settings_with_baseline(frame, encoding: str, path: Path | None = None, train_max: int = 16,
+                                baseline: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv"):
+    """Exact match against n per setting (`settings_frame`), with the seed write-up's means for
+    `encoding` as black markers at the lengths it reports."""
+    import pandas as pd
+
+    fig = plot_by_length(frame, "exact_match", "exact match (%, band = min-max over seeds)",
+                         f"{label(encoding)}, exact match by setting", None, train_max, scale=100.0, ylim=(-2, 102),
+                         line_label=lambda s: f"{s} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)",
+                         colors={s: f"C{i}" for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
+                         styles={s: "--" for s in frame["encoding"].unique() if s != "grid settings"})
+    base = pd.read_csv(baseline, comment="#")
+    for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
+        row = base[(base["task"] == task) & (base["encoding"] == encoding)].iloc[0]
+        ns = [16, 17, 18, 20, 24]
+        ax.errorbar(ns, [row[f"mean_{n}"] for n in ns], yerr=[row[f"std_{n}"] for n in ns], fmt="ko", ms=4,
+                    capsize=3, label=f"baseline write-up ({int(row['seeds'])} seeds, mean ± std)")
+        ax.set_xlim(0, 30)
+        ax.legend(fontsize=8)
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 def sweep_log(results_dir: str | Path = RESULTS_DIR):

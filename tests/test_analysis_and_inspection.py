@@ -179,3 +179,82 @@ def test_attention_tables_reuse_cached_rows_only_for_the_same_weights(two_seed_w
     make(**(kw | {"encodings": ("alibi",)}))  # asks about ALiBi only: NoPE's rows stay in the cache
     kept = pd.read_csv(cache, dtype=str)
     assert (kept.encoding == "nope").sum() == (first.encoding == "nope").sum() and len(kept) == len(first)
+
+
+def test_bootstrap_resamples_units_and_is_reproducible():
+    units = pd.DataFrame({"a": [1.0, 0.0, 1.0, 0.0], "b": [0.5, 0.5, 0.5, 0.5]})
+    boot = L.bootstrap_means(units, n_boot=500, seed=3)
+    assert boot.shape == (500, 2) and (boot[:, 1] == 0.5).all()  # a constant column never moves
+    assert set(boot[:, 0].round(2)) <= {0.0, 0.25, 0.5, 0.75, 1.0} and boot[:, 0].std() > 0
+    assert (L.bootstrap_means(units, 500, seed=3) == boot).all()
+
+
+def test_ranking_claims_state_a_ranking_only_where_it_holds_in_90_percent():
+    sure = pd.DataFrame({"nope": [0.9, 0.8, 0.95, 0.85, 0.9], "rope": [0.1, 0.2, 0.0, 0.1, 0.15]})
+    assert L.ranking_claims({"seeds": sure}) == ["NoPE > RoPE (seeds 100%)"]
+    coin = pd.DataFrame({"nope": [0.9, 0.1, 0.9, 0.1, 0.5], "rope": [0.1, 0.9, 0.1, 0.9, 0.52]})
+    (claim,) = L.ranking_claims({"seeds": coin, "columns": coin})
+    assert claim.startswith("RoPE ~ NoPE: not distinguishable here")
+    # the lower-is-better direction (distances): the smaller mean comes first
+    assert L.ranking_claims({"s": sure}, higher_is_better=False)[0].startswith("RoPE > NoPE")
+    p = L.pairwise_above(L.bootstrap_means(sure, 200), ["nope", "rope"])
+    assert p.loc["nope", "rope"] == 1.0 and p.loc["rope", "nope"] == 0.0
+
+
+def test_mrr_units_by_seed_average_a_seed_s_columns():
+    recs = [fake_record(t, e, s, curve(c)) for t in ("copy", "reverse") for s in (0, 1)
+            for e, c in [("nope", 20 + s), ("rope", 17)]]
+    df = L.exact_match_frame(recs)
+    cols, seeds = L.mrr_units(df, "column"), L.mrr_units(df, "seed")
+    assert cols.shape == (4, 2) and seeds.shape == (2, 2)
+    assert seeds.mean().to_dict() == cols.mean().to_dict() == L.mean_reciprocal_rank(df).to_dict()
+    with pytest.raises(ValueError, match="unknown bootstrap unit 'task'; valid choices: column, seed"):
+        L.mrr_units(df, "task")
+
+
+def test_training_inputs_replay_the_batches_a_run_draws():
+    cfg = L.make_run("reverse", "nope", 2, steps=30)
+    replay = L.training_inputs(cfg, max_len=3)
+    g, drawn = torch.Generator().manual_seed(cfg.seed), {n: set() for n in (1, 2, 3)}
+    for _ in range(cfg.steps):  # the real batches: read each sequence's input back out of its row
+        b = L.training_batch(L.get_task(cfg.task), cfg, g)
+        for row, seg, pos in zip(b.tokens, b.segments, b.positions):
+            for s in seg.unique().tolist():
+                if s >= 0:
+                    tokens = row[seg == s]
+                    n = (len(tokens) - 3) // 2
+                    if n <= 3:
+                        drawn[n].add(tuple(tokens[1 : n + 1].tolist()))
+    assert replay == drawn and all(replay[n] for n in (1, 2, 3))
+
+
+def test_eval_training_overlap_counts_every_short_input():
+    table = L.eval_training_overlap([L.make_run("copy", "nope", 0, steps=200)], max_len=3)
+    assert table.loc[1, "evaluation sequences also in training (%)"] == 100.0  # 20 inputs, all drawn
+    assert table.loc[3, "distinct inputs"] == 8000
+    assert 0 < table.loc[3, "evaluation sequences also in training (%)"] < 100
+
+
+def test_the_learned_table_gets_gradient_up_to_the_last_input_position():
+    # the longest training sequence [BOS, x1..x16, SEP, y1..y16, EOS] has 35 tokens; inputs are all
+    # but the last, so rows 0..33 are trained and 34 onwards never get a gradient
+    assert L.learned_rows_with_gradient(L.make_run("copy", "learned", 0)) == list(range(34))
+    assert L.learned_rows_with_gradient(L.make_run("copy", "learned", 0, train_max_len=5)) == list(range(12))
+
+
+def test_paper_rankings_per_task_and_over_ten_tasks():
+    r = L.paper_rankings()
+    assert r["copy"][0] == "t5" and r["reverse"][:2] == ["t5", "nope"]  # T5 first on both of our tasks
+    assert r["ten tasks (MRR)"] == ["nope", "t5", "alibi", "rope", "sinusoidal"]
+
+
+def test_setting_changes_name_what_a_run_changes_from_the_grid():
+    assert L.setting_changes(L.make_run("copy", "sinusoidal", 1).to_dict()) == "grid settings"
+    assert L.setting_changes(L.make_run("copy", "sinusoidal", 1, packed=False, lr=2e-3).to_dict()) == "lr=0.002, packed=False"
+    assert L.setting_changes(L.make_run("reverse", "rope", 0, scale_embeddings=True).to_dict()) == "scale_embeddings=True"
+    recs = [fake_record("copy", "sinusoidal", 0, curve(16)), fake_record("copy", "sinusoidal", 0, curve(18))]
+    recs[1]["config"]["model"]["scale_embeddings"] = True
+    frame = L.settings_frame(recs)
+    assert sorted(frame["encoding"].unique()) == ["grid settings", "scale_embeddings=True"]
+    assert L.per_run_metrics(frame).set_index("encoding")["longest n >= 90%"].to_dict() == {
+        "grid settings": 16, "scale_embeddings=True": 18}
