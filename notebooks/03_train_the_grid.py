@@ -48,8 +48,16 @@ settings
 # decay is 0.01, linear maps start at N(0, 0.02) and token embeddings at N(0, 1), so that content
 # and the sinusoidal table (entries in [-1, 1]) start on the same scale. Attention logits are
 # scaled by 1/√dₕ for every encoding (the paper's T5-style code does not scale them). The learned
-# table has 128 rows, enough for the longest evaluated sequence (2 · 48 + 3 = 99 tokens); the
-# rows past 34, the last position a training input reaches, are never trained.
+# table has 128 rows, enough for the longest evaluated sequence (2 · 48 + 3 = 99 tokens). Which
+# rows can training move? The longest training sequence, [BOS, x1..x16, SEP, y1..y16, EOS], has 35
+# tokens, and the model reads all but the last; a gradient on one batch of them says which rows
+# receive any:
+
+# %%
+rows = L.learned_rows_with_gradient(L.make_run("copy", "learned", 0))
+print(f"rows with a gradient: {rows[0]}..{rows[-1]} ({len(rows)} rows); rows {rows[-1] + 1} onwards are never trained")
+
+# %% [markdown]
 #
 # Each batch draws 64 lengths independently and uniformly from 1-16, as in the baseline, and packs
 # the sequences into rows without padding (notebook 01); the loss is the mean over all target
@@ -93,8 +101,9 @@ L.throughput_table(records)
 # %% [markdown]
 # ## The grid's wall time
 #
-# Each `python -m lengen_helpers sweep` appends a line to `results/sweeps.jsonl`: when it started,
-# its wall time, how many runs it found and how many it trained. The target is the whole 60-run
+# Each sweep that trains something, from the command line or from a notebook, appends a line to
+# its results folder's `sweeps.jsonl`: when it started, its wall time, how many runs it found and
+# how many it trained. The target is the whole 60-run
 # grid, evaluation included, in at most 90 minutes of wall time on this 2-core machine. The first
 # grid (training revision 1, the first row) needed 88 minutes for 54 of the 60 runs, a rate over the
 # target for the whole grid, so the training code was made faster and the whole grid
