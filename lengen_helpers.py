@@ -2,20 +2,21 @@
 
 A small replication of Kazemnejad et al., "The Impact of Positional Encoding on Length
 Generalization in Transformers" (NeurIPS 2023). Everything the notebooks call lives here,
-in the order a reader meets it:
+in the order a reader meets it; each section's header names the notebook that explains it:
 
     1. vocabulary and tasks            (copy, reverse; a registry for more)
     2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
-    3. attention                       (written out, plus a fast path; preallocated decoding caches)
-    4. blocks and models               (DecoderOnlyLM, Seq2SeqTransformer, PyTorch references)
-    5. exact match                     (teacher-forced, per length)
-    6. verification and pictures       (notebooks 01 and 02)
-    7. training one run                (RunConfig, train_run, checkpoints)
-    8. the sweep                       (resumable, parallel, any concurrent.futures executor)
-    9. analysis                        (records -> tables, figures, mean reciprocal rank)
-   10. attention inspection            (pointer heads, an explorer, JSD similarity to NoPE)
-   11. benchmarks                      (training throughput, decoding caches)
-   12. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
+    3. attention                       (written out, and the fused kernel where it is the same maths)
+    4. blocks and the model            (DecoderOnlyLM)
+    5. fast decoding                   (the caches, and the model's maths one token at a time)
+    6. exact match                     (teacher-forced, per length)
+    7. verification and pictures       (the encoder-decoder Transformer, PyTorch references, checks)
+    8. training one run                (RunConfig, train_run, checkpoints)
+    9. the sweep                       (resumable, parallel, any concurrent.futures executor)
+   10. analysis                        (records -> tables, figures, rankings with their uncertainty)
+   11. attention inspection            (pointer heads, an explorer, JSD similarity to NoPE)
+   12. benchmarks                      (training throughput, decoding caches)
+   13. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _unknown(kind: str, name: str, valid: Iterable[str]) -> ValueError:
 
 
 # ---------------------------------------------------------------------------------------------
-# 1. Vocabulary and tasks
+# 1. Vocabulary and tasks (notebook 01)
 # ---------------------------------------------------------------------------------------------
 
 PAD, BOS, SEP, EOS = 0, 1, 2, 3
@@ -248,7 +249,7 @@ def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. Positional encodings
+# 2. Positional encodings (notebook 01)
 # ---------------------------------------------------------------------------------------------
 # Each encoding overrides one of three hooks: add to the token embeddings, rotate queries and
 # keys, or add a bias to the attention logits. `positions` are integer tensors (.., T).
@@ -446,7 +447,7 @@ class T5Bias(PositionalEncoding):
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. Attention
+# 3. Attention (notebooks 01 and 02)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -467,6 +468,22 @@ def scaled_dot_product_attention(
     return weights @ v, weights
 
 
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, dropout: float = 0.0,
+           need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    """The attention the model runs: the written-out one above where its weights are wanted, for a
+    single query (a decoding step: PyTorch's fused CPU kernel is tiled for long query blocks and is
+    slower there) and for a trained bias (T5, which PyTorch sends to its own unfused path anyway);
+    otherwise PyTorch's fused kernel, the same maths (checked in notebook 02). Returns (output,
+    weights or None)."""
+    if need_weights or q.shape[-2] == 1 or (bias is not None and bias.requires_grad):
+        out, weights = scaled_dot_product_attention(q, k, v, mask, bias)
+        return out, weights if need_weights else None
+    attn_mask = mask
+    if bias is not None:
+        attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout), None
+
+
 def causal_mask(tq: int, tk: int | None = None, device: torch.device | None = None) -> Tensor:
     """(tq, tk) boolean: query i (the last tq of tk positions) sees keys up to itself."""
     tk = tq if tk is None else tk
@@ -478,98 +495,9 @@ def padding_mask(tokens: Tensor) -> Tensor:
     return (tokens != PAD)[:, None, None, :]
 
 
-class _Cache:
-    """What both decoding caches share: preallocated tensors, the filled length, a bounds check."""
-
-    length: int  # positions filled so far
-    max_len: int
-
-    def _span(self, new: int) -> tuple[int, int]:
-        start, end = self.length, self.length + new
-        if end > self.max_len:
-            raise ValueError(f"{type(self).__name__} holds {self.max_len} positions; cannot write up to {end}")
-        return start, end
-
-
-class KVCache(_Cache):
-    """Keys and values of every layer, preallocated once for `max_len` positions.
-
-    Each step writes its new keys in place and attends over a view of the filled prefix, so the
-    cost of a step grows only with the attention over the cache, never with copies of it. Serves
-    every encoding, RoPE included (keys are stored already rotated).
-    """
-
-    kind = "kv"
-
-    def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int, dtype=torch.float32):
-        shape = (n_layers, batch, n_heads, max_len, head_dim)
-        # not zeroed: attention only ever reads the filled prefix [:length]
-        self.k = torch.empty(shape, dtype=dtype)
-        self.v = torch.empty(shape, dtype=dtype)
-        self.length, self.max_len = 0, max_len
-
-    @property
-    def nbytes(self) -> int:
-        return self.k.element_size() * (self.k.numel() + self.v.numel())
-
-    def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        start, end = self._span(k.shape[2])
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
-
-
-class InputCache(_Cache):
-    """The input of every attention layer, (B, max_len, d) per layer, preallocated once.
-
-    Keys and values are linear maps of that input (k = W_k h + b_k, v = W_v h + b_v), so one
-    tensor can stand in for both, with the maps moved to the other side of the attention's
-    products. Per head, with q = W_q x + b_q: the score of position j is
-    q . k_j = (W_k^T q) . h_j + q . b_k, and q . b_k is the same for every j, so it cancels in the
-    softmax; the output is sum_j w_j v_j = W_v (sum_j w_j h_j) + b_v, since the weights sum to one.
-    `maps` holds each layer's W_q, b_q (scaled by 1/sqrt(dh)), W_k, W_v and b_v split by head
-    (`MultiHeadAttention.input_maps`), made from the weights the cache serves: like any decoding
-    cache, it is only valid for those weights. Half the memory of a `KVCache`. Keys that are
-    rotated after their projection (RoPE) cannot be served so: those use a `KVCache`.
-    """
-
-    kind = "inputs"
-
-    def __init__(self, n_layers: int, batch: int, max_len: int, d_model: int,
-                 maps: Sequence[tuple[Tensor, ...]], dtype=torch.float32):
-        if len(maps) != n_layers:
-            raise ValueError(f"an InputCache for {n_layers} layers needs {n_layers} sets of maps, got {len(maps)}")
-        self.h = torch.empty(n_layers, batch, max_len, d_model, dtype=dtype)  # not zeroed, as above
-        self.maps = list(maps)
-        self.length, self.max_len = 0, max_len
-
-    @property
-    def nbytes(self) -> int:
-        return self.h.element_size() * self.h.numel()
-
-    def append(self, layer: int, h: Tensor) -> Tensor:
-        """Writes h (B, T, d) at the current length; returns the inputs so far (B, length + T, d)."""
-        start, end = self._span(h.shape[1])
-        self.h[layer, :, start:end] = h
-        return self.h[layer, :, :end]
-
-
-CACHE_KINDS = {"kv": KVCache, "inputs": InputCache}
-Cache = KVCache | InputCache
-
-
-def _serves_inputs(cache: Cache | None, rotate: Callable[[Tensor], Tensor] | None) -> bool:
-    """True if attention runs over an InputCache; refuses rotated keys, which it cannot serve."""
-    if not isinstance(cache, InputCache):
-        return False
-    if rotate is not None:
-        raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
-    return True
-
-
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: one stacked query/key/value map and an output map; self- or
-    cross-attention, with an optional decoding cache (KVCache or InputCache)."""
+    cross-attention."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
@@ -595,12 +523,11 @@ class MultiHeadAttention(nn.Module):
         layer: int = 0,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """`mask` True = may attend; `bias` is added to the logits; `rotate` turns queries and new
-        keys (RoPE). With `cache`, x holds only new tokens: a KVCache stores their keys and values
-        (already rotated) at its current length, an InputCache stores x itself; attention then
-        covers every cached position."""
-        if _serves_inputs(cache, rotate):
-            memory = cache.append(layer, x)  # keys and values from every input so far, as cross-attention does
+        """`mask` True = may attend; `bias` is added to the logits; `rotate` turns queries and keys
+        (RoPE); `memory` makes it cross-attention. With a decoding `cache` (section 5), x holds only
+        the new tokens and attention covers every cached position."""
+        if cache is not None:
+            memory = cache.inputs(layer, x, rotate)  # an InputCache: keys and values come from every input so far
         if memory is None:  # one matmul for all three maps
             q, k, v = self.in_proj(x).chunk(3, dim=-1)
         else:
@@ -610,72 +537,15 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._split(q), self._split(k), self._split(v)
         if rotate is not None:
             q, k = rotate(q), rotate(k)
-        if isinstance(cache, KVCache):
-            k, v = cache.append(layer, k, v)
-        if need_weights or (cache is not None and q.shape[-2] == 1) or (bias is not None and bias.requires_grad):
-            # written out; for a single query (a cached decoding step) it is also the faster path
-            # on CPU, where PyTorch's fused kernel is tiled for long query blocks; and a bias that
-            # is trained (T5) sends PyTorch to its own unfused path anyway, with extra checks
-            out, weights = scaled_dot_product_attention(q, k, v, mask, bias)
-            weights = weights if need_weights else None
-        else:
-            weights = None
-            attn_mask = None
-            if bias is not None:
-                attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-            elif mask is not None:
-                attn_mask = mask
-            drop = self.dropout if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=drop)
+        if cache is not None:
+            k, v = cache.keys_values(layer, k, v)  # a KVCache: the keys and values of every position so far
+        out, weights = attend(q, k, v, mask, bias, self.dropout if self.training else 0.0, need_weights)
         B, H, T, dh = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(B, T, H * dh)), weights
 
-    def step(self, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
-             rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
-        """Self-attention for one new token per row, x (B, d): its key and value (KVCache) or x
-        itself (InputCache) go into the cache, its query attends over everything cached. The same maths as `forward`, with plain
-        function calls: in generation's inner loop the cost is per call, not per flop."""
-        if _serves_inputs(cache, rotate):
-            return self._step_on_inputs(x, cache, layer, bias)
-        B = x.shape[0]
-        q, k, v = F.linear(x, self.in_proj.weight, self.in_proj.bias).view(B, 3, self.n_heads, 1, self.head_dim).unbind(1)
-        if rotate is not None:
-            q, k = rotate(q), rotate(k)
-        keys, values = cache.append(layer, k, v)
-        out, _ = scaled_dot_product_attention(q, keys, values, None, bias)  # (B, H, 1, dh)
-        return F.linear(out.view(B, -1), self.out_proj.weight, self.out_proj.bias)
-
-    @torch.no_grad()
-    def input_maps(self) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """What a decoding step over an InputCache needs (see there), laid out for it once: the
-        query map W_q (d, d) and b_q, both scaled by 1/sqrt(dh); W_k by head, (H, dh, d); W_v^T by
-        head, (H, d, dh); b_v by head, (H, 1, dh). b_k is left out: it shifts every score alike."""
-        H, dh = self.n_heads, self.head_dim
-        d = H * dh
-        w_q, w_k, w_v = self.in_proj.weight.split(d)
-        b_q, _, b_v = self.in_proj.bias.split(d)
-        scale = 1 / math.sqrt(dh)
-        return (w_q * scale, b_q * scale, w_k.reshape(H, dh, d).contiguous(),
-                w_v.reshape(H, dh, d).transpose(1, 2).contiguous(), b_v.reshape(H, 1, dh).contiguous())
-
-    def _step_on_inputs(self, x: Tensor, cache: InputCache, layer: int, bias: Tensor | None) -> Tensor:
-        """`step` over the cached inputs h (B, L, d): per head, the scores are (W_k^T q) . h_j and
-        the output is W_v (sum_j w_j h_j) + b_v. The same maths as keys and values, in another order."""
-        (B, d), H = x.shape, self.n_heads
-        w_q, b_q, w_k, w_v, b_v = cache.maps[layer]
-        h = cache.append(layer, x[:, None])
-        q = F.linear(x, w_q, b_q).view(B, H, -1).transpose(0, 1)  # (H, B, dh), scaled
-        q = torch.bmm(q, w_k).transpose(0, 1)  # (B, H, d): each head's query in input space
-        scores = torch.bmm(q, h.transpose(1, 2))  # (B, H, L)
-        if bias is not None:
-            scores = scores + bias[:, :, 0]  # (1 or B, H, 1, L) -> (1 or B, H, L)
-        mixed = torch.bmm(scores.softmax(dim=-1), h).transpose(0, 1)  # (H, B, d): each head's weighted inputs
-        out = torch.baddbmm(b_v, mixed, w_v).transpose(0, 1).reshape(B, d)  # (B, H * dh): the heads' values
-        return F.linear(out, self.out_proj.weight, self.out_proj.bias)
-
 
 # ---------------------------------------------------------------------------------------------
-# 4. Blocks and models
+# 4. Blocks and the decoder-only model (notebook 01)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -725,47 +595,24 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout) if dropout > 0 else None  # skipped, not called, when 0
 
-    def _residual(self, x: Tensor, norm: nn.LayerNorm, f: Callable[[Tensor], Tensor]) -> Tensor:
-        h = f(norm(x)) if self.pre_norm else f(x)
-        if self.drop is not None:
-            h = self.drop(h)
-        return x + h if self.pre_norm else norm(x + h)
-
-    def forward(self, x: Tensor, memory: Tensor | None = None, memory_mask: Tensor | None = None, **attn) -> tuple[Tensor, Tensor | None]:
-        weights = None
-
-        def self_attention(h: Tensor) -> Tensor:
-            nonlocal weights
-            out, weights = self.self_attn(h, **attn)
-            return out
-
-        x = self._residual(x, self.norm1, self_attention)
+    def forward(self, x: Tensor, memory: Tensor | None = None, memory_mask: Tensor | None = None,
+                **attn: Any) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, d) -> (B, T, d) and the self-attention weights (if asked for in `attn`)."""
+        h, weights = self.self_attn(self._sublayer_input(x, self.norm1), **attn)
+        x = self._residual(x, h, self.norm1)
         if self.cross_attn is not None:
-            x = self._residual(x, self.norm_cross, lambda h: self.cross_attn(h, memory=memory, mask=memory_mask)[0])
-        x = self._residual(x, self.norm2, self.ffn)
+            h, _ = self.cross_attn(self._sublayer_input(x, self.norm_cross), memory=memory, mask=memory_mask)
+            x = self._residual(x, h, self.norm_cross)
+        x = self._residual(x, self.ffn(self._sublayer_input(x, self.norm2)), self.norm2)
         return x, weights
 
-    def step(self, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
-             rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
-        """`forward` for one new token per row, x (B, d), attending over the cache (generation;
-        no dropout, as in eval mode)."""
-        if self.cross_attn is not None:
-            raise NotImplementedError("Block.step serves decoder-only models; this block also attends to a memory")
-        up, _, _, down = self.ffn  # linear, ReLU, dropout (off in generation), linear
-        if self.pre_norm:
-            x = x + self.self_attn.step(_layer_norm(self.norm1, x), cache, layer, bias, rotate)
-            return x + _feed_forward(up, down, _layer_norm(self.norm2, x))
-        x = _layer_norm(self.norm1, x + self.self_attn.step(x, cache, layer, bias, rotate))
-        return _layer_norm(self.norm2, x + _feed_forward(up, down, x))
+    def _sublayer_input(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
+        return norm(x) if self.pre_norm else x  # pre-LN normalizes what enters a sublayer
 
-
-def _layer_norm(m: nn.LayerNorm, x: Tensor) -> Tensor:
-    return F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
-
-
-def _feed_forward(up: nn.Linear, down: nn.Linear, x: Tensor) -> Tensor:
-    return F.linear(F.relu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
-
+    def _residual(self, x: Tensor, h: Tensor, norm: nn.LayerNorm) -> Tensor:
+        if self.drop is not None:
+            h = self.drop(h)
+        return x + h if self.pre_norm else norm(x + h)  # post-LN normalizes the sum
 
 @dataclass
 class Internals:
@@ -855,32 +702,12 @@ class DecoderOnlyLM(nn.Module):
         return logits
 
     def new_cache(self, batch: int, max_len: int, kind: str = "auto") -> Cache:
-        """A decoding cache for `max_len` positions: "kv" (keys and values, any encoding), "inputs"
-        (each attention layer's input: half the memory; not for encodings that rotate keys), or
-        "auto": "inputs" where it applies, else "kv"."""
-        c, dtype = self.config, self.lm_head.weight.dtype
-        if kind == "auto":
-            kind = "kv" if self.pos.rotates_keys else "inputs"
-        if kind not in CACHE_KINDS:
-            raise _unknown("cache kind", kind, ["auto", *CACHE_KINDS])
-        if kind == "inputs":
-            if self.pos.rotates_keys:
-                raise ValueError(f"encoding {c.encoding!r} rotates keys, so an input cache cannot serve it; use kind='kv'")
-            return InputCache(c.n_layers, batch, max_len, c.d_model, [b.self_attn.input_maps() for b in self.blocks], dtype)
-        return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, dtype)
+        """A decoding cache for `max_len` positions (section 5, `new_cache`)."""
+        return new_cache(self, batch, max_len, kind)
 
     def step(self, token: Tensor, cache: Cache) -> Tensor:
-        """Logits (B, vocab) for one new token per row (B,), whose entries join the cache:
-        generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
-        t = cache.length
-        position = torch.tensor([t], device=token.device)
-        x = self.pos.embed(self._embed_tokens(token)[:, None], position)[:, 0]  # (B, d)
-        bias = self.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
-        rotate = self.pos.rotary(position)
-        for i, block in enumerate(self.blocks):
-            x = block.step(x, cache, i, bias, rotate)
-        cache.length += 1
-        return F.linear(self.final_norm(x), self.lm_head.weight, self.lm_head.bias)
+        """Logits (B, vocab) for one new token per row (B,) that joins the cache (section 5, `decode_step`)."""
+        return decode_step(self, token, cache)
 
     @torch.inference_mode()  # like no_grad, and skips autograd's bookkeeping on every tensor: cheaper per call
     def generate(
@@ -928,6 +755,279 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Embedding):
         nn.init.normal_(module.weight, std=0.02)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Fast decoding: the same maths, one token at a time (notebook 06)
+# ---------------------------------------------------------------------------------------------
+# Greedy generation feeds one new token per step. Re-running the whole sequence each step costs
+# O(T^2) per step; a cache of what earlier positions computed makes a step cost O(T). Two caches
+# serve the same attention: the textbook one keeps every layer's keys and values; the input cache
+# keeps only each attention layer's input and moves W_k and W_v to the other side of the
+# attention's products (notebook 06 derives it). Both are allocated once, written in place, and
+# read as views of the filled prefix. The step functions below restate `forward` for a single
+# token with plain function calls: in generation's inner loop the cost is per call, not per flop.
+
+
+class _Cache:
+    """What both decoding caches share: preallocated tensors, the filled length, a bounds check."""
+
+    length: int  # positions filled so far
+    max_len: int
+
+    def _span(self, new: int) -> tuple[int, int]:
+        start, end = self.length, self.length + new
+        if end > self.max_len:
+            raise ValueError(f"{type(self).__name__} holds {self.max_len} positions; cannot write up to {end}")
+        return start, end
+
+
+class KVCache(_Cache):
+    """Keys and values of every layer, preallocated once for `max_len` positions.
+
+    Each step writes its new keys in place and attends over a view of the filled prefix, so the
+    cost of a step grows only with the attention over the cache, never with copies of it. Serves
+    every encoding, RoPE included (keys are stored already rotated).
+    """
+
+    kind = "kv"
+
+    def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int, dtype=torch.float32):
+        shape = (n_layers, batch, n_heads, max_len, head_dim)
+        # not zeroed: attention only ever reads the filled prefix [:length]
+        self.k = torch.empty(shape, dtype=dtype)
+        self.v = torch.empty(shape, dtype=dtype)
+        self.length, self.max_len = 0, max_len
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.element_size() * (self.k.numel() + self.v.numel())
+
+    def inputs(self, layer: int, x: Tensor, rotate: Callable[[Tensor], Tensor] | None) -> None:
+        return None  # keys and values are made from x as usual, then stored by `keys_values`
+
+    def keys_values(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        return self.append(layer, k, v)
+
+    def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        start, end = self._span(k.shape[2])
+        self.k[layer, :, :, start:end] = k
+        self.v[layer, :, :, start:end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+
+class InputCache(_Cache):
+    """The input of every attention layer, (B, max_len, d) per layer, preallocated once.
+
+    Keys and values are linear maps of that input, so one tensor stands in for both: a step applies
+    W_k to the query and W_v after the weighted sum (notebook 06 derives why this is the same
+    attention). `maps` holds each layer's weights laid out for that (`input_maps`), made from the
+    weights the cache serves: like any decoding cache, it is only valid for those weights. Half the
+    memory of a `KVCache`. Keys rotated after their projection (RoPE) cannot be served so.
+    """
+
+    kind = "inputs"
+
+    def __init__(self, n_layers: int, batch: int, max_len: int, d_model: int,
+                 maps: Sequence[tuple[Tensor, ...]], dtype=torch.float32):
+        if len(maps) != n_layers:
+            raise ValueError(f"an InputCache for {n_layers} layers needs {n_layers} sets of maps, got {len(maps)}")
+        self.h = torch.empty(n_layers, batch, max_len, d_model, dtype=dtype)  # not zeroed, as above
+        self.maps = list(maps)
+        self.length, self.max_len = 0, max_len
+
+    @property
+    def nbytes(self) -> int:
+        return self.h.element_size() * self.h.numel()
+
+    def inputs(self, layer: int, x: Tensor, rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
+        if rotate is not None:
+            raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+        return self.append(layer, x)  # attention then makes keys and values from every input so far
+
+    def keys_values(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        return k, v  # already made from every cached input
+
+    def append(self, layer: int, h: Tensor) -> Tensor:
+        """Writes h (B, T, d) at the current length; returns the inputs so far (B, length + T, d)."""
+        start, end = self._span(h.shape[1])
+        self.h[layer, :, start:end] = h
+        return self.h[layer, :, :end]
+
+
+CACHE_KINDS = {"kv": KVCache, "inputs": InputCache}
+Cache = KVCache | InputCache
+
+
+def _serves_inputs(cache: Cache | None, rotate: Callable[[Tensor], Tensor] | None) -> bool:
+    """True if attention runs over an InputCache; refuses rotated keys, which it cannot serve."""
+    if not isinstance(cache, InputCache):
+        return False
+    if rotate is not None:
+        raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+    return True
+
+
+def new_cache(model: "DecoderOnlyLM", batch: int, max_len: int, kind: str = "auto") -> Cache:
+    """A decoding cache for `max_len` positions: "kv" (keys and values, any encoding), "inputs"
+    (each attention layer's input: half the memory; not for encodings that rotate keys), or
+    "auto": "inputs" where it applies, else "kv"."""
+    c, dtype = model.config, model.lm_head.weight.dtype
+    if kind == "auto":
+        kind = "kv" if model.pos.rotates_keys else "inputs"
+    if kind not in CACHE_KINDS:
+        raise _unknown("cache kind", kind, ["auto", *CACHE_KINDS])
+    if kind == "inputs":
+        if model.pos.rotates_keys:
+            raise ValueError(f"encoding {c.encoding!r} rotates keys, so an input cache cannot serve it; use kind='kv'")
+        return InputCache(c.n_layers, batch, max_len, c.d_model, [input_maps(b.self_attn) for b in model.blocks], dtype)
+    return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, dtype)
+
+def decode_step(model: "DecoderOnlyLM", token: Tensor, cache: Cache) -> Tensor:
+    """Logits (B, vocab) for one new token per row (B,), whose entries join the cache:
+    generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
+    t = cache.length
+    position = torch.tensor([t], device=token.device)
+    x = model.pos.embed(model._embed_tokens(token)[:, None], position)[:, 0]  # (B, d)
+    bias = model.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
+    rotate = model.pos.rotary(position)
+    for i, block in enumerate(model.blocks):
+        x = block_step(block, x, cache, i, bias, rotate)
+    cache.length += 1
+    return F.linear(model.final_norm(x), model.lm_head.weight, model.lm_head.bias)
+
+
+def block_step(block: Block, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
+               rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
+    """`Block.forward` for one new token per row, x (B, d), attending over the cache (no dropout,
+    as in eval mode)."""
+    if block.cross_attn is not None:
+        raise NotImplementedError("block_step serves decoder-only models; this block also attends to a memory")
+    up, _, _, down = block.ffn  # linear, ReLU, dropout (off in generation), linear
+    attn = block.self_attn
+    if block.pre_norm:
+        x = x + attention_step(attn, _layer_norm(block.norm1, x), cache, layer, bias, rotate)
+        return x + _feed_forward(up, down, _layer_norm(block.norm2, x))
+    x = _layer_norm(block.norm1, x + attention_step(attn, x, cache, layer, bias, rotate))
+    return _layer_norm(block.norm2, x + _feed_forward(up, down, x))
+
+
+def _layer_norm(m: nn.LayerNorm, x: Tensor) -> Tensor:
+    return F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
+
+
+def _feed_forward(up: nn.Linear, down: nn.Linear, x: Tensor) -> Tensor:
+    return F.linear(F.relu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
+
+
+def attention_step(attn: MultiHeadAttention, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
+                   rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
+    """`MultiHeadAttention.forward` for one new token per row, x (B, d): its key and value
+    (KVCache) or x itself (InputCache) go into the cache; its query attends over everything cached."""
+    if _serves_inputs(cache, rotate):
+        return _attention_step_on_inputs(attn, x, cache, layer, bias)
+    B = x.shape[0]
+    q, k, v = F.linear(x, attn.in_proj.weight, attn.in_proj.bias).view(B, 3, attn.n_heads, 1, attn.head_dim).unbind(1)
+    if rotate is not None:
+        q, k = rotate(q), rotate(k)
+    keys, values = cache.append(layer, k, v)
+    out, _ = scaled_dot_product_attention(q, keys, values, None, bias)  # (B, H, 1, dh)
+    return F.linear(out.view(B, -1), attn.out_proj.weight, attn.out_proj.bias)
+
+
+@torch.no_grad()
+def input_maps(attn: MultiHeadAttention) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """What a decoding step over an InputCache needs (see there), laid out for it once: the
+    query map W_q (d, d) and b_q, both scaled by 1/sqrt(dh); W_k by head, (H, dh, d); W_v^T by
+    head, (H, d, dh); b_v by head, (H, 1, dh). b_k is left out: it shifts every score alike."""
+    H, dh = attn.n_heads, attn.head_dim
+    d = H * dh
+    w_q, w_k, w_v = attn.in_proj.weight.split(d)
+    b_q, _, b_v = attn.in_proj.bias.split(d)
+    scale = 1 / math.sqrt(dh)
+    return (w_q * scale, b_q * scale, w_k.reshape(H, dh, d).contiguous(),
+            w_v.reshape(H, dh, d).transpose(1, 2).contiguous(), b_v.reshape(H, 1, dh).contiguous())
+
+
+def _attention_step_on_inputs(attn: MultiHeadAttention, x: Tensor, cache: InputCache, layer: int,
+                              bias: Tensor | None) -> Tensor:
+    """`attention_step` over the cached inputs h (B, L, d): per head, the scores are (W_k^T q) . h_j
+    and the output is W_v (sum_j w_j h_j) + b_v (notebook 06)."""
+    (B, d), H = x.shape, attn.n_heads
+    w_q, b_q, w_k, w_v, b_v = cache.maps[layer]
+    h = cache.append(layer, x[:, None])
+    q = F.linear(x, w_q, b_q).view(B, H, -1).transpose(0, 1)  # (H, B, dh), scaled
+    q = torch.bmm(q, w_k).transpose(0, 1)  # (B, H, d): each head's query in input space
+    scores = torch.bmm(q, h.transpose(1, 2))  # (B, H, L)
+    if bias is not None:
+        scores = scores + bias[:, :, 0]  # (1 or B, H, 1, L) -> (1 or B, H, L)
+    mixed = torch.bmm(scores.softmax(dim=-1), h).transpose(0, 1)  # (H, B, d): each head's weighted inputs
+    out = torch.baddbmm(b_v, mixed, w_v).transpose(0, 1).reshape(B, d)  # (B, H * dh): the heads' values
+    return F.linear(out, attn.out_proj.weight, attn.out_proj.bias)
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Exact match (notebooks 02 and 04)
+# ---------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def exact_match_rows(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """(B,) bool: every target symbol and EOS is the argmax given the true prefix.
+
+    Equivalent to greedy decoding reproducing the whole answer: if every step's argmax is the
+    true token, greedy decoding follows the true prefix; at the first wrong argmax, it fails.
+    """
+    logits = model(batch.inputs, positions=batch.positions[:, :-1])
+    hit = (logits.argmax(-1) == batch.targets) | ~batch.loss_mask
+    return hit.all(dim=1)
+
+
+def eval_generator(task: str, n: int, seed: int) -> torch.Generator:
+    """The evaluation sequences depend only on (task, n, seed): the same for every model."""
+    digest = hashlib.sha256(f"{task}/{n}/{seed}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+
+
+def exact_match_by_length(
+    model: DecoderOnlyLM, task: str, lengths: Iterable[int], n_per_length: int = 256, seed: int = 1234,
+    batch_size: int = 256,
+) -> dict[int, float]:
+    """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced)."""
+    t = get_task(task)
+    was_training = model.training
+    model.eval()
+    out: dict[int, float] = {}
+    for n in lengths:
+        g = eval_generator(task, n, seed)
+        batch = single_length_batch(t, n, n_per_length, g)
+        hits = [exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)]
+        out[int(n)] = float(torch.cat(hits).float().mean())
+    model.train(was_training)
+    return out
+
+
+def _slice_batch(b: Batch, i: int, j: int) -> Batch:
+    return Batch(b.tokens[i:j], b.positions[i:j], b.segments[i:j], b.loss_mask[i:j])
+
+
+def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """(B,) bool by step-by-step greedy generation from [BOS, x, SEP]: the slow reference."""
+    sep = int(batch.loss_mask[0].nonzero()[0]) + 1 if batch.loss_mask.any() else batch.tokens.shape[1]
+    prompt, answer = batch.tokens[:, :sep], batch.tokens[:, sep:]
+    was_training = model.training
+    model.eval()
+    generated = model.generate(prompt, answer.shape[1])[:, sep:]
+    model.train(was_training)
+    return (generated == answer).all(dim=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Verification against PyTorch, and pictures (notebooks 01 and 02)
+# ---------------------------------------------------------------------------------------------
+# The original encoder-decoder Transformer, built from the same blocks, and loaders that copy
+# PyTorch's own modules' weights into ours, so that outputs can be compared; then the checks
+# notebook 02 prints (and the tests assert), and notebook 01's pictures.
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -1026,65 +1126,6 @@ def torch_transformer_reference(ours: Seq2SeqTransformer, ref: nn.Transformer, s
                tgt_mask=~causal_mask(tgt.shape[1]), src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad)
 
 
-# ---------------------------------------------------------------------------------------------
-# 5. Exact match
-# ---------------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def exact_match_rows(model: DecoderOnlyLM, batch: Batch) -> Tensor:
-    """(B,) bool: every target symbol and EOS is the argmax given the true prefix.
-
-    Equivalent to greedy decoding reproducing the whole answer: if every step's argmax is the
-    true token, greedy decoding follows the true prefix; at the first wrong argmax, it fails.
-    """
-    logits = model(batch.inputs, positions=batch.positions[:, :-1])
-    hit = (logits.argmax(-1) == batch.targets) | ~batch.loss_mask
-    return hit.all(dim=1)
-
-
-def eval_generator(task: str, n: int, seed: int) -> torch.Generator:
-    """The evaluation sequences depend only on (task, n, seed): the same for every model."""
-    digest = hashlib.sha256(f"{task}/{n}/{seed}".encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
-
-
-def exact_match_by_length(
-    model: DecoderOnlyLM, task: str, lengths: Iterable[int], n_per_length: int = 256, seed: int = 1234,
-    batch_size: int = 256,
-) -> dict[int, float]:
-    """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced)."""
-    t = get_task(task)
-    was_training = model.training
-    model.eval()
-    out: dict[int, float] = {}
-    for n in lengths:
-        g = eval_generator(task, n, seed)
-        batch = single_length_batch(t, n, n_per_length, g)
-        hits = [exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)]
-        out[int(n)] = float(torch.cat(hits).float().mean())
-    model.train(was_training)
-    return out
-
-
-def _slice_batch(b: Batch, i: int, j: int) -> Batch:
-    return Batch(b.tokens[i:j], b.positions[i:j], b.segments[i:j], b.loss_mask[i:j])
-
-
-def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
-    """(B,) bool by step-by-step greedy generation from [BOS, x, SEP]: the slow reference."""
-    sep = int(batch.loss_mask[0].nonzero()[0]) + 1 if batch.loss_mask.any() else batch.tokens.shape[1]
-    prompt, answer = batch.tokens[:, :sep], batch.tokens[:, sep:]
-    was_training = model.training
-    model.eval()
-    generated = model.generate(prompt, answer.shape[1])[:, sep:]
-    model.train(was_training)
-    return (generated == answer).all(dim=1)
-
-
-# ---------------------------------------------------------------------------------------------
-# 6. Verification checks and pictures (notebooks 01 and 02)
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -1259,7 +1300,7 @@ def plot_encodings(path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 7. Training one run
+# 8. Training one run (notebook 03)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1509,7 +1550,7 @@ def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int
 
 
 # ---------------------------------------------------------------------------------------------
-# 8. The sweep: resumable, parallel, any concurrent.futures executor
+# 9. The sweep: resumable, parallel, any concurrent.futures executor (notebook 03)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -1641,7 +1682,7 @@ def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, e
 
 
 # ---------------------------------------------------------------------------------------------
-# 9. Analysis: records -> tables, figures, mean reciprocal rank
+# 10. Analysis: records -> tables, figures, rankings with their uncertainty (notebooks 03 and 04)
 # ---------------------------------------------------------------------------------------------
 
 LABELS = {"nope": "NoPE", "sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi", "t5": "T5 bias"}
@@ -2034,7 +2075,7 @@ def throughput_table(records: Sequence[dict[str, Any]]):
 
 
 # ---------------------------------------------------------------------------------------------
-# 10. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE
+# 11. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE (notebook 05)
 # ---------------------------------------------------------------------------------------------
 
 ATTENTION_DIR = RESULTS_DIR / "attention"
@@ -2289,7 +2330,7 @@ def plot_jsd(table, path: Path | None = None, train_max: int = 16):
 
 
 # ---------------------------------------------------------------------------------------------
-# 11. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
+# 12. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 BENCH_DIR = RESULTS_DIR / "benchmarks"
@@ -2541,7 +2582,7 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 12. Command line
+# 13. Command line
 # ---------------------------------------------------------------------------------------------
 
 

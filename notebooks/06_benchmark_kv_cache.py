@@ -37,7 +37,7 @@
 #   softmax; the head's output is Σ_j w_j v_j = W_v (Σ_j w_j h_j) + b_v, because the weights sum
 #   to one. So a step maps its one query into input space, attends over the cached inputs with
 #   batched products of one matrix per sequence (rather than per sequence and head), and maps the
-#   weighted input to the head's value; `MultiHeadAttention.input_maps()` lays the weights out by
+#   weighted input to the head's value; `input_maps(attention)` lays the weights out by
 #   head once, when the cache is made. The cache is half the size of a `KVCache`. It cannot serve
 #   RoPE, whose keys are rotated *after* W_k, by an angle that depends on j.
 #

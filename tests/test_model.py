@@ -68,7 +68,7 @@ def test_cache_kind_follows_the_encoding():
     rope = perturbed_model("rope")
     with pytest.raises(ValueError, match="rotates keys"):
         rope.new_cache(2, 8, "inputs")
-    wrong = L.InputCache(3, 2, 8, 64, [b.self_attn.input_maps() for b in rope.blocks])
+    wrong = L.InputCache(3, 2, 8, 64, [L.input_maps(b.self_attn) for b in rope.blocks])
     with pytest.raises(ValueError, match="cannot serve rotated keys"):
         rope(torch.randint(4, 24, (2, 3)), cache=wrong)
     with pytest.raises(ValueError, match="cannot serve rotated keys"):
