@@ -2,12 +2,13 @@
 #   make test   install into .venv, then run the unit tests and every notebook (strict nbval, twice:
 #               native CPU kernels, then portable ones)
 #   make study  install, then execute every notebook in place (trains only what results/ lacks)
+#   make test-fast   lint and the fast unit tests, for the edit-run loop
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test study sweep sync bench clean-venv
+.PHONY: install test test-fast lint format study sweep sync bench clean-venv
 
 install: $(STAMP)
 
@@ -23,9 +24,21 @@ $(STAMP): requirements.txt pyproject.toml
 # (a reader's CPU may lack AVX-512 or AVX2); their checked outputs must not change.
 PORTABLE := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2
 
-test: install
+test: install lint
 	$(BIN)/python -m pytest --nbval tests notebooks
 	$(PORTABLE) $(BIN)/python -m pytest --nbval notebooks
+
+# the edit-run loop: lint and the unit tests that neither train nor start processes (under a minute)
+test-fast: install lint
+	$(BIN)/python -m pytest -m "not slow" tests
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 study: install
 	for nb in notebooks/*.ipynb; do \

@@ -33,10 +33,11 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,38 +59,81 @@ def _unknown(kind: str, name: str, valid: Iterable[str]) -> ValueError:
 # 1. Vocabulary and tasks (notebook 01)
 # ---------------------------------------------------------------------------------------------
 
-PAD, BOS, SEP, EOS = 0, 1, 2, 3
-N_SPECIAL = 4
+PAD, BOS, SEP, EOS = 0, 1, 2, 3  # the special tokens every task shares
+SPECIAL_TOKENS = ("<pad>", "<s>", "<sep>", "</s>")
+N_SPECIAL = len(SPECIAL_TOKENS)
 N_SYMBOLS = 20
-VOCAB_SIZE = N_SPECIAL + N_SYMBOLS  # 24: PAD, BOS, SEP, EOS and 20 symbols
+VOCAB_SIZE = N_SPECIAL + N_SYMBOLS  # copy's and reverse's: the special tokens and 20 symbols
 
 
 class Task:
-    """A sequence-to-sequence task. Subclass, set `name`, implement `target`, and register.
+    """A sequence-to-sequence task: for a size n, a prompt and its answer, as token ids.
 
-    `inputs` draws the prompt symbols for a length n; `target` maps them to the answer.
-    Both work on token ids (symbols are N_SPECIAL .. VOCAB_SIZE-1).
+    Subclass, set `name`, and implement `target` (the answer to n random symbols, the default
+    prompt) or override `sample` (any prompt and answer); register with `@register_task`. A task
+    has its own `symbols` after the shared special tokens (token ids N_SPECIAL, N_SPECIAL + 1, ..)
+    and says how long its prompt and answer are for a size n: every sequence of one size has the
+    same lengths. The model reads [BOS, prompt, SEP, answer, EOS] and is scored on the answer and
+    EOS (`scored` may leave some out).
     """
 
     name: str = ""
+    symbols: tuple[str, ...] = tuple(f"s{i}" for i in range(N_SYMBOLS))
+    min_size: int = 1
+
+    @property
+    def vocab_size(self) -> int:
+        return N_SPECIAL + len(self.symbols)
+
+    def prompt_length(self, n: int) -> int:
+        return n
+
+    def answer_length(self, n: int) -> int:
+        return n
+
+    def sequence_length(self, n: int) -> int:
+        """Tokens in [BOS, prompt, SEP, answer, EOS] at size n."""
+        return self.prompt_length(n) + self.answer_length(n) + 3
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """`batch_size` prompts of size n and their answers: (B, prompt_length(n)), (B, answer_length(n))."""
+        x = self.inputs(n, batch_size, generator)
+        return x, self.target(x)
 
     def inputs(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
-        return torch.randint(N_SPECIAL, VOCAB_SIZE, (batch_size, n), generator=generator)
+        return torch.randint(N_SPECIAL, self.vocab_size, (batch_size, n), generator=generator)
 
     def target(self, x: Tensor) -> Tensor:
-        raise NotImplementedError
+        raise NotImplementedError(f"task {self.name!r} implements neither `target` nor `sample`")
+
+    def scored(self, n: int) -> Tensor:
+        """Which of the answer tokens and EOS the loss and exact match cover: (answer_length(n) + 1,)."""
+        return torch.ones(self.answer_length(n) + 1, dtype=torch.bool)
 
     def source_positions(self, n: int) -> list[int] | None:
-        """For each output y_i, the index (1..n) of the input symbol it reproduces, if any."""
+        """For each answer token y_i, the index (1..prompt_length) of the prompt token it
+        reproduces, if the task has one (pointer-head inspection needs it)."""
         return None
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        """Token ids -> their names (special tokens, then this task's symbols)."""
+        names = SPECIAL_TOKENS + tuple(self.symbols)
+        return [names[int(i)] for i in ids]
 
 
 TASKS: dict[str, type[Task]] = {}
 
 
 def register_task(cls: type[Task]) -> type[Task]:
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} needs a `name` to be registered")
     TASKS[cls.name] = cls
     return cls
+
+
+def task_names() -> tuple[str, ...]:
+    """Every registered task, in registry order."""
+    return tuple(TASKS)
 
 
 @register_task
@@ -122,11 +166,11 @@ def get_task(name: str) -> Task:
 
 @dataclass
 class Batch:
-    """Token rows [BOS, x1..xn, SEP, y1..ym, EOS] plus what the model needs to learn from them.
+    """Token rows [BOS, prompt, SEP, answer, EOS] plus what the model needs to learn from them.
 
     `positions` restart at 0 for every sequence and `segments` number the sequences in a row
     (-1 for padding), so several sequences can share a row (packing) without seeing each other.
-    `loss_mask[b, t]` is True where tokens[b, t + 1] is a target symbol or EOS.
+    `loss_mask[b, t]` is True where tokens[b, t + 1] is a scored answer token or EOS.
     """
 
     tokens: Tensor  # (B, T) long
@@ -143,22 +187,28 @@ class Batch:
         return self.tokens[:, 1:]
 
 
-def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, int]:
-    """`batch_size` sequences of one length n: (tokens (B, T), index of SEP)."""
-    x = task.inputs(n, batch_size, generator)
-    y = task.target(x)
+def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """`batch_size` sequences of size n: tokens (B, T) = [BOS, prompt, SEP, answer, EOS], and which
+    tokens are scored targets, (T,) bool (the same for every sequence of one size)."""
+    prompt, answer = task.sample(n, batch_size, generator)
+    P, A = task.prompt_length(n), task.answer_length(n)
+    if prompt.shape != (batch_size, P) or answer.shape != (batch_size, A):
+        raise ValueError(
+            f"task {task.name!r} at size {n} must give prompts ({batch_size}, {P}) and answers "
+            f"({batch_size}, {A}); got {tuple(prompt.shape)} and {tuple(answer.shape)}"
+        )
     col = lambda v: torch.full((batch_size, 1), v, dtype=torch.long)  # noqa: E731
-    return torch.cat([col(BOS), x, col(SEP), y, col(EOS)], dim=1), 1 + x.shape[1]
+    scored = torch.zeros(P + A + 3, dtype=torch.bool)
+    scored[P + 2 :] = task.scored(n)
+    return torch.cat([col(BOS), prompt, col(SEP), answer, col(EOS)], dim=1), scored
 
 
 def single_length_batch(task: Task, n: int, batch_size: int, generator: torch.Generator) -> Batch:
-    """A batch in which every sequence has input length n (no padding)."""
-    tokens, sep = make_sequences(task, n, batch_size, generator)
+    """A batch in which every sequence has size n (no padding)."""
+    tokens, scored = make_sequences(task, n, batch_size, generator)
     B, T = tokens.shape
-    loss_mask = torch.zeros(B, T - 1, dtype=torch.bool)
-    loss_mask[:, sep:] = True  # predicts y1..ym and EOS
     positions = torch.arange(T).expand(B, T)
-    return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), loss_mask)
+    return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), scored[1:].expand(B, T - 1))
 
 
 def _draw_groups(lengths: Sequence[int]) -> dict[int, list[int]]:
@@ -169,13 +219,14 @@ def _draw_groups(lengths: Sequence[int]) -> dict[int, list[int]]:
     return dict(sorted(groups.items()))
 
 
-def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generator) -> list[tuple[Tensor, int]]:
-    """One sequence per entry of `lengths` (in order), drawn in one task call per distinct length."""
-    out: list[tuple[Tensor, int]] = [None] * len(lengths)  # type: ignore[list-item]
+def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generator) -> list[tuple[Tensor, Tensor]]:
+    """One sequence per entry of `lengths` (in order), drawn in one task call per distinct size:
+    (tokens (T,), scored targets (T,))."""
+    out: list[tuple[Tensor, Tensor]] = [None] * len(lengths)  # type: ignore[list-item]
     for n, idx in _draw_groups(lengths).items():
-        tokens, sep = make_sequences(task, n, len(idx), generator)
+        tokens, scored = make_sequences(task, n, len(idx), generator)
         for row, i in zip(tokens, idx):
-            out[i] = (row, sep)
+            out[i] = (row, scored)
     return out
 
 
@@ -206,29 +257,29 @@ def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
     """
     lengths = [int(n) for n in lengths]
     groups = _draw_groups(lengths)
-    drawn = {n: make_sequences(task, n, len(idx), generator) for n, idx in groups.items()}  # (tokens, sep)
+    drawn = {n: make_sequences(task, n, len(idx), generator) for n, idx in groups.items()}  # (tokens, scored)
     size = [drawn[n][0].shape[1] for n in lengths]
     capacity = max(size)
     place = first_fit_decreasing(size, capacity)
     rows = 1 + max(r for r, _, _ in place)
-    # per sequence, in the order the groups were drawn: where it starts, how long, where its answer begins
+    # per sequence, in the order the groups were drawn: where it starts, how long, its segment number
     order = [i for idx in groups.values() for i in idx]
     start = torch.tensor([place[i][0] * capacity + place[i][1] for i in order])
     length = torch.tensor([size[i] for i in order])
-    answer = torch.tensor([drawn[lengths[i]][1] for i in order])
     segment = torch.tensor([place[i][2] for i in order])
     # per token: which sequence it belongs to and its offset in it (= its position)
     seq = torch.repeat_interleave(torch.arange(len(order)), length)
     offset = torch.arange(len(seq)) - (torch.cumsum(length, 0) - length)[seq]
     dest = start[seq] + offset
     src = torch.cat([drawn[n][0].flatten() for n in groups])
+    scored = torch.cat([drawn[n][1].repeat(len(idx)) for n, idx in groups.items()])
     tokens = torch.full((rows * capacity,), PAD, dtype=torch.long).index_put_((dest,), src)
     positions = torch.zeros(rows * capacity, dtype=torch.long).index_put_((dest,), offset)
     segments = torch.full((rows * capacity,), -1, dtype=torch.long).index_put_((dest,), segment[seq])
-    is_target = (offset >= answer[seq]) & (offset < length[seq] - 1)  # inputs whose next token is y1..ym or EOS
-    loss_mask = torch.zeros(rows * capacity, dtype=torch.bool).index_put_((dest,), is_target)
+    # a scored token is predicted from the token before it, always in its own sequence (it is never a BOS)
+    is_target = torch.zeros(rows * capacity, dtype=torch.bool).index_put_((dest,), scored)
     shape = (rows, capacity)
-    return Batch(tokens.view(shape), positions.view(shape), segments.view(shape), loss_mask.view(shape)[:, :-1])
+    return Batch(tokens.view(shape), positions.view(shape), segments.view(shape), is_target.view(shape)[:, 1:])
 
 
 def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
@@ -238,14 +289,14 @@ def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
     B = len(seqs)
     tokens = torch.full((B, T), PAD, dtype=torch.long)
     segments = torch.full((B, T), -1, dtype=torch.long)
-    loss_mask = torch.zeros(B, T, dtype=torch.bool)
-    for b, (t, sep) in enumerate(seqs):
+    is_target = torch.zeros(B, T, dtype=torch.bool)
+    for b, (t, scored) in enumerate(seqs):
         L = len(t)
         tokens[b, :L] = t
         segments[b, :L] = 0
-        loss_mask[b, sep : L - 1] = True
+        is_target[b, :L] = scored
     positions = torch.arange(T).expand(B, T)
-    return Batch(tokens, positions, segments, loss_mask[:, :-1])
+    return Batch(tokens, positions, segments, is_target[:, 1:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,10 +307,15 @@ def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
 
 
 class PositionalEncoding(nn.Module):
+    """Subclass, set `name`, override one hook, and register with `@register_encoding`: the new
+    encoding then joins the grid, the figures and the explorer with no other edit."""
+
     name: str = ""
+    label: str = ""  # how tables and figures name it (default: `name`)
+    color: str = ""  # its colour in figures (default: one picked by its place in the registry)
     relative: bool = False  # True if `bias` depends on q_pos - k_pos only (lets packed rows share it)
 
-    def __init__(self, cfg: "ModelConfig"):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
 
@@ -282,16 +338,37 @@ class PositionalEncoding(nn.Module):
         return type(self).rotary is not PositionalEncoding.rotary
 
 
-POSITIONAL_ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
-ENCODINGS: dict[str, type[PositionalEncoding]] = {}
+ENCODINGS: dict[str, type[PositionalEncoding]] = {}  # name -> class, in the order registered
 
 
 def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} needs a `name` to be registered")
     ENCODINGS[cls.name] = cls
     return cls
 
 
-def make_encoding(cfg: "ModelConfig") -> PositionalEncoding:
+def encoding_names() -> tuple[str, ...]:
+    """Every registered encoding, in registry order: the study's six first, then any added."""
+    return tuple(ENCODINGS)
+
+
+def label(encoding: str) -> str:
+    """An encoding's name in tables and figures (its class's `label`); other names pass through."""
+    cls = ENCODINGS.get(encoding)
+    return (cls.label or cls.name) if cls is not None else encoding
+
+
+def encoding_color(encoding: str) -> str | None:
+    """An encoding's colour in figures: its class's `color`, else the palette entry of its place in
+    the registry; None for a name that is not an encoding (matplotlib then picks one)."""
+    cls = ENCODINGS.get(encoding)
+    if cls is None:
+        return None
+    return cls.color or f"C{list(ENCODINGS).index(encoding) % 10}"
+
+
+def make_encoding(cfg: ModelConfig) -> PositionalEncoding:
     if cfg.encoding not in ENCODINGS:
         raise _unknown("positional encoding", cfg.encoding, ENCODINGS)
     return ENCODINGS[cfg.encoding](cfg)
@@ -308,7 +385,7 @@ def relative_distance(q_pos: Tensor, k_pos: Tensor) -> Tensor:
 class NoPE(PositionalEncoding):
     """No positional information at all: only the causal mask tells tokens apart."""
 
-    name = "nope"
+    name, label, color = "nope", "NoPE", "C0"
 
 
 def sinusoidal_table(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
@@ -322,7 +399,7 @@ def sinusoidal_table(positions: Tensor, d: int, base: float = 10000.0) -> Tensor
 class Sinusoidal(PositionalEncoding):
     """Vaswani et al.'s fixed table of sines and cosines, added to the token embeddings."""
 
-    name = "sinusoidal"
+    name, label, color = "sinusoidal", "Sinusoidal", "C1"
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         return x + sinusoidal_table(positions, x.shape[-1]).to(x.dtype)
@@ -332,9 +409,9 @@ class Sinusoidal(PositionalEncoding):
 class Learned(PositionalEncoding):
     """A trained table of absolute positions; rows past the training length stay untrained."""
 
-    name = "learned"
+    name, label, color = "learned", "Learned", "C5"
 
-    def __init__(self, cfg: "ModelConfig"):
+    def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.table = nn.Embedding(cfg.max_positions, cfg.d_model)
 
@@ -352,9 +429,9 @@ class Learned(PositionalEncoding):
 class Rotary(PositionalEncoding):
     """RoPE (GPT-J style, interleaved pairs) on the first `rope_fraction` of each head's dims."""
 
-    name = "rope"
+    name, label, color = "rope", "RoPE", "C2"
 
-    def __init__(self, cfg: "ModelConfig"):
+    def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.rot_dims = rotary_dims(cfg)
         inv_freq = cfg.rope_base ** (-torch.arange(0, self.rot_dims, 2, dtype=torch.float32) / self.rot_dims)
@@ -376,7 +453,7 @@ class Rotary(PositionalEncoding):
         return rotate
 
 
-def rotary_dims(cfg: "ModelConfig") -> int:
+def rotary_dims(cfg: ModelConfig) -> int:
     head_dim = cfg.d_model // cfg.n_heads
     dims = round(head_dim * cfg.rope_fraction)
     if not 0.0 < cfg.rope_fraction <= 1.0 or dims == 0 or dims % 2:
@@ -406,10 +483,10 @@ def alibi_slopes(n_heads: int) -> Tensor:
 class ALiBi(PositionalEncoding):
     """A fixed bias -slope * distance on the attention logits, one geometric slope per head."""
 
-    name = "alibi"
+    name, label, color = "alibi", "ALiBi", "C3"
     relative = True
 
-    def __init__(self, cfg: "ModelConfig"):
+    def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
 
@@ -434,10 +511,10 @@ def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) 
 class T5Bias(PositionalEncoding):
     """A learned scalar per (distance bucket, head), one table shared by all layers."""
 
-    name = "t5"
+    name, label, color = "t5", "T5 bias", "C4"
     relative = True
 
-    def __init__(self, cfg: "ModelConfig"):
+    def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.table = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
 
@@ -468,8 +545,15 @@ def scaled_dot_product_attention(
     return weights @ v, weights
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, dropout: float = 0.0,
-           need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    dropout: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
     """The attention the model runs: the written-out one above where its weights are wanted, for a
     single query (a decoding step: PyTorch's fused CPU kernel is tiled for long query blocks and is
     slower there) and for a trained bias (T5, which PyTorch sends to its own unfused path anyway);
@@ -562,7 +646,9 @@ class ModelConfig:
     dropout: float = 0.0
     max_positions: int = 128  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
     rope_fraction: float = 1.0  # the paper rotated 0.25
-    scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as in Vaswani et al. (notebook 04's ablation)
+    scale_embeddings: bool = (
+        False  # token embeddings times sqrt(d_model), as in Vaswani et al. (notebook 04's ablation)
+    )
     rope_base: float = 10000.0
     t5_num_buckets: int = 32
     t5_max_distance: int = 128
@@ -584,7 +670,9 @@ class FeedForward(nn.Sequential):
 class Block(nn.Module):
     """Self-attention, optional cross-attention, feed-forward; each a residual, post- or pre-LN."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, pre_norm: bool, dropout: float = 0.0, cross: bool = False):
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, pre_norm: bool, dropout: float = 0.0, cross: bool = False
+    ):
         super().__init__()
         self.pre_norm = pre_norm
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
@@ -595,8 +683,9 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout) if dropout > 0 else None  # skipped, not called, when 0
 
-    def forward(self, x: Tensor, memory: Tensor | None = None, memory_mask: Tensor | None = None,
-                **attn: Any) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, x: Tensor, memory: Tensor | None = None, memory_mask: Tensor | None = None, **attn: Any
+    ) -> tuple[Tensor, Tensor | None]:
         """x (B, T, d) -> (B, T, d) and the self-attention weights (if asked for in `attn`)."""
         h, weights = self.self_attn(self._sublayer_input(x, self.norm1), **attn)
         x = self._residual(x, h, self.norm1)
@@ -613,6 +702,7 @@ class Block(nn.Module):
         if self.drop is not None:
             h = self.drop(h)
         return x + h if self.pre_norm else norm(x + h)  # post-LN normalizes the sum
+
 
 @dataclass
 class Internals:
@@ -631,7 +721,8 @@ class DecoderOnlyLM(nn.Module):
         self.tok_emb = nn.Embedding(vocab_size, config.d_model)
         self.pos = make_encoding(config)
         self.blocks = nn.ModuleList(
-            Block(config.d_model, config.n_heads, config.d_ff, config.pre_norm, config.dropout) for _ in range(config.n_layers)
+            Block(config.d_model, config.n_heads, config.d_ff, config.pre_norm, config.dropout)
+            for _ in range(config.n_layers)
         )
         self.final_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
         self.lm_head = nn.Linear(config.d_model, vocab_size)
@@ -667,8 +758,14 @@ class DecoderOnlyLM(nn.Module):
         if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.vocab_size):
             raise ValueError(f"token ids must lie in [0, {self.vocab_size}); got [{int(idx.min())}, {int(idx.max())}]")
 
-    def _forward(self, idx: Tensor, positions: Tensor | None, segments: Tensor | None, cache: Cache | None,
-                 return_internals: bool) -> Tensor | tuple[Tensor, Internals]:
+    def _forward(
+        self,
+        idx: Tensor,
+        positions: Tensor | None,
+        segments: Tensor | None,
+        cache: Cache | None,
+        return_internals: bool,
+    ) -> Tensor | tuple[Tensor, Internals]:
         B, T = idx.shape
         past = cache.length if cache is not None else 0
         if positions is None:
@@ -711,7 +808,11 @@ class DecoderOnlyLM(nn.Module):
 
     @torch.inference_mode()  # like no_grad, and skips autograd's bookkeeping on every tensor: cheaper per call
     def generate(
-        self, prompt: Tensor, max_new_tokens: int, use_cache: bool = True, return_logits: bool = False,
+        self,
+        prompt: Tensor,
+        max_new_tokens: int,
+        use_cache: bool = True,
+        return_logits: bool = False,
         cache_kind: str = "auto",
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
@@ -732,7 +833,11 @@ class DecoderOnlyLM(nn.Module):
             if return_logits:
                 step_logits.append(logits)
             if t + 1 < total:
-                logits = self.step(out[:, t], cache) if use_cache else self._forward(out[:, : t + 1], None, None, None, False)[:, -1]
+                logits = (
+                    self.step(out[:, t], cache)
+                    if use_cache
+                    else self._forward(out[:, : t + 1], None, None, None, False)[:, -1]
+                )
         if return_logits:
             return out, torch.stack(step_logits, dim=1)
         return out
@@ -828,8 +933,15 @@ class InputCache(_Cache):
 
     kind = "inputs"
 
-    def __init__(self, n_layers: int, batch: int, max_len: int, d_model: int,
-                 maps: Sequence[tuple[Tensor, ...]], dtype=torch.float32):
+    def __init__(
+        self,
+        n_layers: int,
+        batch: int,
+        max_len: int,
+        d_model: int,
+        maps: Sequence[tuple[Tensor, ...]],
+        dtype=torch.float32,
+    ):
         if len(maps) != n_layers:
             raise ValueError(f"an InputCache for {n_layers} layers needs {n_layers} sets of maps, got {len(maps)}")
         self.h = torch.empty(n_layers, batch, max_len, d_model, dtype=dtype)  # not zeroed, as above
@@ -868,7 +980,7 @@ def _serves_inputs(cache: Cache | None, rotate: Callable[[Tensor], Tensor] | Non
     return True
 
 
-def new_cache(model: "DecoderOnlyLM", batch: int, max_len: int, kind: str = "auto") -> Cache:
+def new_cache(model: DecoderOnlyLM, batch: int, max_len: int, kind: str = "auto") -> Cache:
     """A decoding cache for `max_len` positions: "kv" (keys and values, any encoding), "inputs"
     (each attention layer's input: half the memory; not for encodings that rotate keys), or
     "auto": "inputs" where it applies, else "kv"."""
@@ -883,7 +995,8 @@ def new_cache(model: "DecoderOnlyLM", batch: int, max_len: int, kind: str = "aut
         return InputCache(c.n_layers, batch, max_len, c.d_model, [input_maps(b.self_attn) for b in model.blocks], dtype)
     return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, dtype)
 
-def decode_step(model: "DecoderOnlyLM", token: Tensor, cache: Cache) -> Tensor:
+
+def decode_step(model: DecoderOnlyLM, token: Tensor, cache: Cache) -> Tensor:
     """Logits (B, vocab) for one new token per row (B,), whose entries join the cache:
     generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
     t = cache.length
@@ -897,8 +1010,9 @@ def decode_step(model: "DecoderOnlyLM", token: Tensor, cache: Cache) -> Tensor:
     return F.linear(model.final_norm(x), model.lm_head.weight, model.lm_head.bias)
 
 
-def block_step(block: Block, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
-               rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
+def block_step(
+    block: Block, x: Tensor, cache: Cache, layer: int, bias: Tensor | None, rotate: Callable[[Tensor], Tensor] | None
+) -> Tensor:
     """`Block.forward` for one new token per row, x (B, d), attending over the cache (no dropout,
     as in eval mode)."""
     if block.cross_attn is not None:
@@ -920,8 +1034,14 @@ def _feed_forward(up: nn.Linear, down: nn.Linear, x: Tensor) -> Tensor:
     return F.linear(F.relu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
 
 
-def attention_step(attn: MultiHeadAttention, x: Tensor, cache: Cache, layer: int, bias: Tensor | None,
-                   rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
+def attention_step(
+    attn: MultiHeadAttention,
+    x: Tensor,
+    cache: Cache,
+    layer: int,
+    bias: Tensor | None,
+    rotate: Callable[[Tensor], Tensor] | None,
+) -> Tensor:
     """`MultiHeadAttention.forward` for one new token per row, x (B, d): its key and value
     (KVCache) or x itself (InputCache) go into the cache; its query attends over everything cached."""
     if _serves_inputs(cache, rotate):
@@ -945,12 +1065,18 @@ def input_maps(attn: MultiHeadAttention) -> tuple[Tensor, Tensor, Tensor, Tensor
     w_q, w_k, w_v = attn.in_proj.weight.split(d)
     b_q, _, b_v = attn.in_proj.bias.split(d)
     scale = 1 / math.sqrt(dh)
-    return (w_q * scale, b_q * scale, w_k.reshape(H, dh, d).contiguous(),
-            w_v.reshape(H, dh, d).transpose(1, 2).contiguous(), b_v.reshape(H, 1, dh).contiguous())
+    return (
+        w_q * scale,
+        b_q * scale,
+        w_k.reshape(H, dh, d).contiguous(),
+        w_v.reshape(H, dh, d).transpose(1, 2).contiguous(),
+        b_v.reshape(H, 1, dh).contiguous(),
+    )
 
 
-def _attention_step_on_inputs(attn: MultiHeadAttention, x: Tensor, cache: InputCache, layer: int,
-                              bias: Tensor | None) -> Tensor:
+def _attention_step_on_inputs(
+    attn: MultiHeadAttention, x: Tensor, cache: InputCache, layer: int, bias: Tensor | None
+) -> Tensor:
     """`attention_step` over the cached inputs h (B, L, d): per head, the scores are (W_k^T q) . h_j
     and the output is W_v (sum_j w_j h_j) + b_v (notebook 06)."""
     (B, d), H = x.shape, attn.n_heads
@@ -990,7 +1116,11 @@ def eval_generator(task: str, n: int, seed: int) -> torch.Generator:
 
 
 def exact_match_by_length(
-    model: DecoderOnlyLM, task: str, lengths: Iterable[int], n_per_length: int = 256, seed: int = 1234,
+    model: DecoderOnlyLM,
+    task: str,
+    lengths: Iterable[int],
+    n_per_length: int = 256,
+    seed: int = 1234,
     batch_size: int = 256,
 ) -> dict[int, float]:
     """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced)."""
@@ -1001,7 +1131,9 @@ def exact_match_by_length(
     for n in lengths:
         g = eval_generator(task, n, seed)
         batch = single_length_batch(t, n, n_per_length, g)
-        hits = [exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)]
+        hits = [
+            exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)
+        ]
         out[int(n)] = float(torch.cat(hits).float().mean())
     model.train(was_training)
     return out
@@ -1012,14 +1144,15 @@ def _slice_batch(b: Batch, i: int, j: int) -> Batch:
 
 
 def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
-    """(B,) bool by step-by-step greedy generation from [BOS, x, SEP]: the slow reference."""
-    sep = int(batch.loss_mask[0].nonzero()[0]) + 1 if batch.loss_mask.any() else batch.tokens.shape[1]
+    """(B,) bool by step-by-step greedy generation from [BOS, prompt, SEP]: the slow reference.
+    Every row has one size (a `single_length_batch`); the answer is compared where it is scored."""
+    sep = int((batch.tokens[0] == SEP).nonzero()[0]) + 1
     prompt, answer = batch.tokens[:, :sep], batch.tokens[:, sep:]
     was_training = model.training
     model.eval()
     generated = model.generate(prompt, answer.shape[1])[:, sep:]
     model.train(was_training)
-    return (generated == answer).all(dim=1)
+    return ((generated == answer) | ~batch.loss_mask[:, sep - 1 :]).all(dim=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1038,14 +1171,25 @@ class Seq2SeqTransformer(nn.Module):
     torch.nn.Transformer, both stacks end in a LayerNorm.
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 64, n_heads: int = 4, n_layers: int = 3,
-                 d_ff: int = 256, pre_norm: bool = False, dropout: float = 0.0):
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 3,
+        d_ff: int = 256,
+        pre_norm: bool = False,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         self.d_model = d_model
         self.src_emb = nn.Embedding(src_vocab, d_model)
         self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
         self.encoder = nn.ModuleList(Block(d_model, n_heads, d_ff, pre_norm, dropout) for _ in range(n_layers))
-        self.decoder = nn.ModuleList(Block(d_model, n_heads, d_ff, pre_norm, dropout, cross=True) for _ in range(n_layers))
+        self.decoder = nn.ModuleList(
+            Block(d_model, n_heads, d_ff, pre_norm, dropout, cross=True) for _ in range(n_layers)
+        )
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.generator = nn.Linear(d_model, tgt_vocab)
         self.drop = nn.Dropout(dropout)
@@ -1122,10 +1266,13 @@ def load_torch_transformer_weights(ours: Seq2SeqTransformer, ref: nn.Transformer
 def torch_transformer_reference(ours: Seq2SeqTransformer, ref: nn.Transformer, src: Tensor, tgt: Tensor) -> Tensor:
     """torch.nn.Transformer's decoder output on our embeddings of (src, tgt), to compare with ours.decode."""
     src_pad = src == PAD
-    return ref(ours._embed(ours.src_emb, src), ours._embed(ours.tgt_emb, tgt),
-               tgt_mask=~causal_mask(tgt.shape[1]), src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad)
-
-
+    return ref(
+        ours._embed(ours.src_emb, src),
+        ours._embed(ours.tgt_emb, tgt),
+        tgt_mask=~causal_mask(tgt.shape[1]),
+        src_key_padding_mask=src_pad,
+        memory_key_padding_mask=src_pad,
+    )
 
 
 @dataclass
@@ -1164,8 +1311,12 @@ def check_attention_vs_torch(seed: int = 0) -> list[Check]:
     q, k, v = (torch.randn(2, 4, 7, 16, generator=g) for _ in range(3))
     pad = padding_mask(torch.tensor([[5] * 7, [5] * 4 + [PAD] * 3]))
     bias = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(7), torch.arange(7))
-    cases = {"no mask": (None, None), "causal mask": (causal_mask(7), None), "padding mask": (pad, None),
-             "causal mask + ALiBi bias": (causal_mask(7), bias)}
+    cases = {
+        "no mask": (None, None),
+        "causal mask": (causal_mask(7), None),
+        "padding mask": (pad, None),
+        "causal mask + ALiBi bias": (causal_mask(7), bias),
+    }
     out = []
     for name, (mask, b) in cases.items():
         ours, _ = scaled_dot_product_attention(q, k, v, mask, b)
@@ -1185,9 +1336,11 @@ def check_mha_vs_torch(seed: int = 0) -> list[Check]:
     o, ow = ours(x, mask=mask, need_weights=True)
     rc, _ = ref(x, mem, mem)
     oc, _ = ours(x, memory=mem)
-    return [Check("multi-head attention vs nn.MultiheadAttention, causal: output", _maxdiff(o, r), 1e-5),
-            Check("multi-head attention vs nn.MultiheadAttention, causal: weights", _maxdiff(ow, rw), 1e-5),
-            Check("multi-head cross-attention vs nn.MultiheadAttention", _maxdiff(oc, rc), 1e-5)]
+    return [
+        Check("multi-head attention vs nn.MultiheadAttention, causal: output", _maxdiff(o, r), 1e-5),
+        Check("multi-head attention vs nn.MultiheadAttention, causal: weights", _maxdiff(ow, rw), 1e-5),
+        Check("multi-head cross-attention vs nn.MultiheadAttention", _maxdiff(oc, rc), 1e-5),
+    ]
 
 
 def check_seq2seq_vs_torch(pre_norm: bool, seed: int = 0) -> Check:
@@ -1215,14 +1368,18 @@ def check_masks() -> list[Check]:
     above_diagonal = max(float(w.triu(1).abs().max()) for w in model_weights)
     src = torch.tensor([[5, 6, 7, PAD, PAD]])
     _, w = MultiHeadAttention(64, 4)(torch.randn(1, 5, 64), mask=padding_mask(src), need_weights=True)
-    return [Check("causal mask vs nn.Transformer.generate_square_subsequent_mask",
-                  float((causal_mask(12) != ref).sum()), 0.0),
-            Check("decoder attention weight above the diagonal (every layer)", above_diagonal, 0.0),
-            Check("attention weight on PAD keys under the padding mask", float(w[..., 3:].abs().max()), 0.0)]
+    return [
+        Check(
+            "causal mask vs nn.Transformer.generate_square_subsequent_mask", float((causal_mask(12) != ref).sum()), 0.0
+        ),
+        Check("decoder attention weight above the diagonal (every layer)", above_diagonal, 0.0),
+        Check("attention weight on PAD keys under the padding mask", float(w[..., 3:].abs().max()), 0.0),
+    ]
 
 
-def check_cache(encoding: str, batch: int = 8, prompt_len: int = 16, new_tokens: int = 32, seed: int = 0,
-                kind: str = "auto") -> Check:
+def check_cache(
+    encoding: str, batch: int = 8, prompt_len: int = 16, new_tokens: int = 32, seed: int = 0, kind: str = "auto"
+) -> Check:
     """Cached (`kind` as in `new_cache`) against uncached greedy generation: tokens must be
     identical, logits within 1e-5."""
     torch.manual_seed(seed)
@@ -1238,8 +1395,9 @@ def check_cache(encoding: str, batch: int = 8, prompt_len: int = 16, new_tokens:
     return Check(f"{cache} cache vs uncached generation, {encoding} (tokens identical; logits)", diff, 1e-5)
 
 
-def check_exact_match(model: DecoderOnlyLM, label: str, task: str = "reverse", lengths: Sequence[int] = (4, 6, 8, 12),
-                      n: int = 128) -> tuple[Check, int]:
+def check_exact_match(
+    model: DecoderOnlyLM, label: str, task: str = "reverse", lengths: Sequence[int] = (4, 6, 8, 12), n: int = 128
+) -> tuple[Check, int]:
     """Teacher-forced exact match against step-by-step greedy decoding, row by row.
     Returns the check and how many rows were exactly right (of len(lengths) * n)."""
     disagree, right = 0, 0
@@ -1248,7 +1406,9 @@ def check_exact_match(model: DecoderOnlyLM, label: str, task: str = "reverse", l
         fast, slow = exact_match_rows(model, batch), greedy_exact_match(model, batch)
         disagree += int((fast != slow).sum())
         right += int(fast.sum())
-    return Check(f"teacher-forced exact match vs greedy decoding, {label} (rows that differ)", float(disagree), 0.0), right
+    return Check(
+        f"teacher-forced exact match vs greedy decoding, {label} (rows that differ)", float(disagree), 0.0
+    ), right
 
 
 def parameter_counts():
@@ -1256,10 +1416,15 @@ def parameter_counts():
     import pandas as pd
 
     rows = []
-    for enc in POSITIONAL_ENCODINGS:
+    for enc in encoding_names():
         m = DecoderOnlyLM(ModelConfig(encoding=enc))
-        rows.append({"encoding": enc, "parameters": m.num_parameters(),
-                     "of which positional": sum(p.numel() for p in m.pos.parameters())})
+        rows.append(
+            {
+                "encoding": enc,
+                "parameters": m.num_parameters(),
+                "of which positional": sum(p.numel() for p in m.pos.parameters()),
+            }
+        )
     return pd.DataFrame(rows).set_index("encoding")
 
 
@@ -1275,23 +1440,33 @@ def plot_encodings(path: Path | None = None):
     distance = torch.arange(0, 99)
     for frac, style in [(1.0, "-"), (0.25, "--")]:
         rot = Rotary(ModelConfig(encoding="rope", rope_fraction=frac))
-        scores = [(rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16 for d in distance]
+        scores = [
+            (rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16
+            for d in distance
+        ]
         ax[0, 1].plot(distance, scores, style, label=f"rotate {frac:.0%} of dims")
-    ax[0, 1].set(title="RoPE: score of q = k = 1 against distance", xlabel="query - key distance",
-                 ylabel="q.k / dh after rotation")
+    ax[0, 1].set(
+        title="RoPE: score of q = k = 1 against distance",
+        xlabel="query - key distance",
+        ylabel="q.k / dh after rotation",
+    )
     ax[0, 1].legend()
     alibi = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(20), torch.arange(20))[0]
     masked = alibi.masked_fill(~causal_mask(20), float("nan"))
     im = ax[1, 0].imshow(masked[0], cmap="viridis")
-    ax[1, 0].set(title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
-                 xlabel="key position", ylabel="query position")
+    ax[1, 0].set(
+        title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
+        xlabel="key position",
+        ylabel="query position",
+    )
     fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
     d = torch.arange(0, 200)
     ax[1, 1].plot(d, t5_bucket(d), label="32 buckets, max distance 128")
     ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
     ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
-    ax[1, 1].set(title="T5: distance -> bucket (a learned bias per bucket, head)",
-                 xlabel="query - key distance", ylabel="bucket")
+    ax[1, 1].set(
+        title="T5: distance -> bucket (a learned bias per bucket, head)", xlabel="query - key distance", ylabel="bucket"
+    )
     ax[1, 1].legend()
     fig.tight_layout()
     if path is not None:
@@ -1327,17 +1502,17 @@ class RunConfig:
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
             self.model = ModelConfig(**self.model)
-        get_task(self.task)  # raises on an unknown task
-        if not 1 <= self.train_min_len <= self.train_max_len <= self.eval_max_len:
+        task = get_task(self.task)  # raises on an unknown task
+        if not task.min_size <= self.train_min_len <= self.train_max_len <= self.eval_max_len:
             raise ValueError(
-                f"need 1 <= train_min_len ({self.train_min_len}) <= train_max_len ({self.train_max_len}) "
-                f"<= eval_max_len ({self.eval_max_len})"
+                f"need {task.min_size} <= train_min_len ({self.train_min_len}) <= train_max_len ({self.train_max_len}) "
+                f"<= eval_max_len ({self.eval_max_len}) (task {self.task!r} starts at size {task.min_size})"
             )
-        longest = 2 * self.eval_max_len + 3
+        longest = task.sequence_length(self.eval_max_len)
         if self.model.encoding == "learned" and longest > self.model.max_positions:
             raise ValueError(
-                f"eval_max_len={self.eval_max_len} needs {longest} positions but the learned table has "
-                f"max_positions={self.model.max_positions}"
+                f"eval_max_len={self.eval_max_len} needs {longest} positions for task {self.task!r} but the "
+                f"learned table has max_positions={self.model.max_positions}"
             )
 
     @property
@@ -1352,7 +1527,7 @@ class RunConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         return cls(**d)
 
     @property
@@ -1391,6 +1566,11 @@ def config_hash(config: dict[str, Any], revision: int = TRAINING_REVISION) -> st
     if revision > 1:  # revision 1 hashed the config alone
         blob += f"|revision={revision}".encode()
     return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def make_model(config: RunConfig) -> DecoderOnlyLM:
+    """A fresh model for a run: its ModelConfig, with its task's vocabulary."""
+    return DecoderOnlyLM(config.model, get_task(config.task).vocab_size)
 
 
 def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
@@ -1447,7 +1627,12 @@ def _atomic_json(path: Path, obj: Any) -> None:
 
 
 def library_versions() -> dict[str, str]:
-    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__, "lengen": __version__}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "lengen": __version__,
+    }
 
 
 def _progress(iterable, total: int, desc: str, enabled: bool):
@@ -1485,29 +1670,67 @@ def train_run(
         return _train_run(config, checkpoint, checkpoint_every, progress)
 
 
-def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int, progress: bool) -> tuple[DecoderOnlyLM, dict[str, Any]]:
+@dataclass
+class _TrainingState:
+    """Everything a run carries from step to step, and what a checkpoint saves."""
+
+    model: DecoderOnlyLM
+    optimizer: torch.optim.Optimizer
+    data: torch.Generator  # draws every training batch
+    step: int = 0
+    losses: list[float] = field(default_factory=list)
+    tokens_seen: int = 0
+
+
+def _train_run(
+    config: RunConfig, checkpoint: Path | None, checkpoint_every: int, progress: bool
+) -> tuple[DecoderOnlyLM, dict[str, Any]]:
+    """Start (or resume), train, evaluate, record: the four parts below, in order."""
     t0 = time.perf_counter()
-    task = get_task(config.task)
-    torch.manual_seed(config.seed)
-    model = DecoderOnlyLM(config.model)
-    opt = make_optimizer(model, config)
-    data = torch.Generator().manual_seed(config.seed)
-    losses: list[float] = []
-    tokens_seen, start = 0, 0
-    if checkpoint is not None and checkpoint.exists():
-        state = torch.load(checkpoint, weights_only=False)
-        if state["config_hash"] != config.hash:
-            raise ValueError(f"checkpoint {checkpoint} belongs to another config ({state['config_hash']} != {config.hash})")
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        data.set_state(state["data_rng"])
-        losses, tokens_seen, start = state["losses"], state["tokens_seen"], state["step"]
-    model.train()
+    state = _start(config, checkpoint)
+    resumed_from = state.step
     t_train = time.perf_counter()
-    for step in _progress(range(start, config.steps), config.steps - start, config.name, progress):
+    _train_steps(config, state, checkpoint, checkpoint_every, progress)
+    train_time = time.perf_counter() - t_train
+    t_eval = time.perf_counter()
+    em = exact_match_by_length(
+        state.model, config.task, range(1, config.eval_max_len + 1), config.eval_per_length, config.eval_seed
+    )
+    timings = {"wall_time_s": None, "train_time_s": train_time, "eval_time_s": time.perf_counter() - t_eval}
+    record = _record(config, state, em, resumed_from, timings)
+    record["wall_time_s"] = time.perf_counter() - t0
+    return state.model, record
+
+
+def _start(config: RunConfig, checkpoint: Path | None) -> _TrainingState:
+    """A fresh model, optimizer and data stream from the run's seed; or, if `checkpoint` exists,
+    the state it saved (refused if it belongs to another config)."""
+    torch.manual_seed(config.seed)
+    model = make_model(config)
+    state = _TrainingState(model, make_optimizer(model, config), torch.Generator().manual_seed(config.seed))
+    if checkpoint is not None and checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        if saved["config_hash"] != config.hash:
+            raise ValueError(
+                f"checkpoint {checkpoint} belongs to another config ({saved['config_hash']} != {config.hash})"
+            )
+        model.load_state_dict(saved["model"])
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.data.set_state(saved["data_rng"])
+        state.step, state.losses, state.tokens_seen = saved["step"], saved["losses"], saved["tokens_seen"]
+    return state
+
+
+def _train_steps(
+    config: RunConfig, state: _TrainingState, checkpoint: Path | None, checkpoint_every: int, progress: bool
+) -> None:
+    """From state.step to config.steps: draw a batch, step the optimizer, checkpoint now and then."""
+    task, model, opt = get_task(config.task), state.model, state.optimizer
+    model.train()
+    for step in _progress(range(state.step, config.steps), config.steps - state.step, config.name, progress):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, config)
-        batch = training_batch(task, config, data, packed=config.packed)
+        batch = training_batch(task, config, state.data, packed=config.packed)
         loss = batch_loss(model, batch)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"run {config.name} ({config.hash}): loss became {loss.item()} at step {step}")
@@ -1515,38 +1738,52 @@ def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         opt.step()
-        losses.append(loss.item())
-        tokens_seen += int((batch.segments >= 0).sum())
-        if checkpoint is not None and (step + 1) % checkpoint_every == 0 and step + 1 < config.steps:
-            state = dict(config_hash=config.hash, model=model.state_dict(), optimizer=opt.state_dict(),
-                         data_rng=data.get_state(), losses=losses, tokens_seen=tokens_seen, step=step + 1)
-            _atomic_write(checkpoint, lambda p: torch.save(state, p))
-    train_time = time.perf_counter() - t_train
-    t_eval = time.perf_counter()
-    lengths = range(1, config.eval_max_len + 1)
-    em = exact_match_by_length(model, config.task, lengths, config.eval_per_length, config.eval_seed)
-    eval_time = time.perf_counter() - t_eval
+        state.losses.append(loss.item())
+        state.tokens_seen += int((batch.segments >= 0).sum())
+        state.step = step + 1
+        if checkpoint is not None and state.step % checkpoint_every == 0 and state.step < config.steps:
+            _save_checkpoint(config, state, checkpoint)
+
+
+def _save_checkpoint(config: RunConfig, state: _TrainingState, path: Path) -> None:
+    saved = dict(
+        config_hash=config.hash,
+        model=state.model.state_dict(),
+        optimizer=state.optimizer.state_dict(),
+        data_rng=state.data.get_state(),
+        losses=state.losses,
+        tokens_seen=state.tokens_seen,
+        step=state.step,
+    )
+    _atomic_write(path, lambda p: torch.save(saved, p))
+
+
+def _record(
+    config: RunConfig, state: _TrainingState, em: dict[int, float], resumed_from: int, timings: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's JSON record: config and hash, versions, loss curve, exact match, timings."""
     every = max(1, config.steps // 100)
+    losses, train_time = state.losses, timings["train_time_s"]
     in_dist = [em[n] for n in range(config.train_min_len, config.train_max_len + 1)]
-    record = {
+    return {
         "name": config.name,
         "config": config.to_dict(),
         "config_hash": config.hash,
         "training_revision": TRAINING_REVISION,
         "versions": library_versions(),
-        "n_parameters": model.num_parameters(),
-        "resumed_from_step": start,
-        "loss_curve": {"every": every, "mean_loss": [float(np.mean(losses[i : i + every])) for i in range(0, len(losses), every)]},
+        "n_parameters": state.model.num_parameters(),
+        "resumed_from_step": resumed_from,
+        "loss_curve": {
+            "every": every,
+            "mean_loss": [float(np.mean(losses[i : i + every])) for i in range(0, len(losses), every)],
+        },
         "exact_match": {str(n): v for n, v in em.items()},
         "in_distribution_mean": float(np.mean(in_dist)),
-        "wall_time_s": time.perf_counter() - t0,
-        "train_time_s": train_time,
-        "eval_time_s": eval_time,
-        "steps_per_s": (config.steps - start) / train_time if train_time > 0 else float("nan"),
-        "train_tokens_per_s": tokens_seen / max(train_time, 1e-9) if start == 0 else None,
+        **timings,
+        "steps_per_s": (config.steps - resumed_from) / train_time if train_time > 0 else float("nan"),
+        "train_tokens_per_s": state.tokens_seen / max(train_time, 1e-9) if resumed_from == 0 else None,
         "threads": torch.get_num_threads(),
     }
-    return model, record
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1554,9 +1791,15 @@ def _train_run(config: RunConfig, checkpoint: Path | None, checkpoint_every: int
 # ---------------------------------------------------------------------------------------------
 
 
-def grid(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[str] = POSITIONAL_ENCODINGS,
-         seeds: Sequence[int] = range(5), **overrides: Any) -> list[RunConfig]:
-    """Every (task, encoding, seed) combination, seed-major (a partial grid has whole seeds first)."""
+def grid(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(5),
+    **overrides: Any,
+) -> list[RunConfig]:
+    """Every (task, encoding, seed) combination, seed-major (a partial grid has whole seeds first).
+    `encodings` defaults to every registered encoding."""
+    encodings = encoding_names() if encodings is None else encodings
     return [make_run(t, e, s, **dict(overrides)) for s in seeds for t in tasks for e in encodings]
 
 
@@ -1565,8 +1808,9 @@ def sinusoidal_ablation(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     schedule) did not. Each candidate cause alone, on the grid's settings otherwise: token embeddings
     scaled by sqrt(d_model) as in the original Transformer (copy and reverse), and padded instead of
     packed batches (copy only: same loss and gradients up to float order, and 1.7x the compute)."""
-    return ([make_run(t, "sinusoidal", s, scale_embeddings=True) for s in seeds for t in ("copy", "reverse")]
-            + [make_run("copy", "sinusoidal", s, packed=False) for s in seeds])
+    return [make_run(t, "sinusoidal", s, scale_embeddings=True) for s in seeds for t in ("copy", "reverse")] + [
+        make_run("copy", "sinusoidal", s, packed=False) for s in seeds
+    ]
 
 
 # Named sets of runs for the command line (`sweep --grid NAME`), each with its own results folder
@@ -1611,13 +1855,46 @@ def read_record(path: Path) -> dict[str, Any]:
     return rec
 
 
-def run_and_save(config: RunConfig | dict, results_dir: str | Path, save_weights: bool = True,
-                 progress: bool = False) -> dict[str, Any]:
+def extension_classes(configs: Sequence[RunConfig]) -> bytes | None:
+    """The encoding and task classes that `configs` use and this module does not define, pickled
+    for worker processes, or None. A worker started by spawn or forkserver (macOS's default,
+    Python 3.14's, Dask's) imports this module afresh and knows only its own classes; a class from
+    a notebook cell or a script's __main__ cannot be imported there, so it travels by value
+    (cloudpickle), and one from an importable module by reference."""
+    classes = {ENCODINGS[c.encoding] for c in configs} | {TASKS[c.task] for c in configs}
+    extra = sorted((c for c in classes if c.__module__ != __name__), key=lambda c: c.__qualname__)
+    if not extra:
+        return None
+    import cloudpickle
+
+    return cloudpickle.dumps(extra)
+
+
+def register_extensions(payload: bytes | None) -> None:
+    """In a worker: register the classes `extension_classes` sent (where a name is already taken by
+    the same class, nothing changes)."""
+    if payload is None:
+        return
+    import pickle
+
+    for cls in pickle.loads(payload):
+        (register_encoding if issubclass(cls, PositionalEncoding) else register_task)(cls)
+
+
+def run_and_save(
+    config: RunConfig | dict,
+    results_dir: str | Path,
+    save_weights: bool = True,
+    progress: bool = False,
+    extensions: bytes | None = None,
+) -> dict[str, Any]:
     """Train one run (resuming from its checkpoint), then write weights and record atomically.
 
     The sweep's unit of work; top level so any executor can pickle it. The weights (about 0.6 MB
     a run) are kept so that notebook 05 can inspect every seed's model without retraining.
+    `extensions` registers user-defined classes first (`extension_classes`).
     """
+    register_extensions(extensions)
     cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
     results_dir = Path(results_dir)
     ckpt = checkpoint_path(results_dir, cfg)
@@ -1632,8 +1909,14 @@ def run_and_save(config: RunConfig | dict, results_dir: str | Path, save_weights
 IN_CI = bool(os.environ.get("CI"))  # continuous integration reads committed results, never trains
 
 
-def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, executor: Executor | None = None,
-          max_workers: int | None = None, progress: bool = True, train: bool = True) -> list[dict[str, Any]]:
+def sweep(
+    configs: Sequence[RunConfig],
+    results_dir: str | Path = RESULTS_DIR,
+    executor: Executor | None = None,
+    max_workers: int | None = None,
+    progress: bool = True,
+    train: bool = True,
+) -> list[dict[str, Any]]:
     """Run what `results_dir` lacks; return every config's record, in the order given.
     With train=False, missing runs are an error that names them instead.
 
@@ -1658,24 +1941,37 @@ def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, e
                 path.rename(keep)
         todo.append(cfg)
     if todo and not train:
-        raise FileNotFoundError(f"{len(todo)} runs have no record in {results_dir} and training is off: "
-                                f"{', '.join(c.name for c in todo[:5])}{' ...' if len(todo) > 5 else ''}")
+        raise FileNotFoundError(
+            f"{len(todo)} runs have no record in {results_dir} and training is off: "
+            f"{', '.join(c.name for c in todo[:5])}{' ...' if len(todo) > 5 else ''}"
+        )
     if todo:
         own = executor is None
         workers = min(max_workers or os.cpu_count() or 1, len(todo)) if own else None
         if own:
             executor = ProcessPoolExecutor(max_workers=workers)  # train_run uses one thread
         try:
-            futures = {executor.submit(run_and_save, cfg.to_dict(), str(results_dir)): cfg for cfg in todo}
+            extensions = extension_classes(todo)
+            futures = {
+                executor.submit(run_and_save, cfg.to_dict(), str(results_dir), True, False, extensions): cfg
+                for cfg in todo
+            }
             for fut in _progress(as_completed(futures), len(futures), "sweep", progress):
                 cfg = futures[fut]
                 records[cfg.hash] = fut.result()
         finally:
             if own:
                 executor.shutdown(cancel_futures=True)
-        log = {"started": started, "wall_s": round(time.perf_counter() - t0, 1), "runs": len(configs),
-               "trained": len(todo), "workers": workers, "executor": None if own else type(executor).__name__,
-               "cpus": os.cpu_count(), "training_revision": TRAINING_REVISION}
+        log = {
+            "started": started,
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "runs": len(configs),
+            "trained": len(todo),
+            "workers": workers,
+            "executor": None if own else type(executor).__name__,
+            "cpus": os.cpu_count(),
+            "training_revision": TRAINING_REVISION,
+        }
         with open(results_dir / "sweeps.jsonl", "a") as f:  # one line per sweep that trained: its wall time
             f.write(json.dumps(log) + "\n")
     return [records[cfg.hash] for cfg in configs]
@@ -1685,16 +1981,12 @@ def sweep(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR, e
 # 10. Analysis: records -> tables, figures, rankings with their uncertainty (notebooks 03 and 04)
 # ---------------------------------------------------------------------------------------------
 
-LABELS = {"nope": "NoPE", "sinusoidal": "Sinusoidal", "learned": "Learned", "rope": "RoPE", "alibi": "ALiBi", "t5": "T5 bias"}
-COLORS = {"nope": "C0", "sinusoidal": "C1", "learned": "C5", "rope": "C2", "alibi": "C3", "t5": "C4"}
 PUBLISHED_DIR = RESULTS_DIR / "published"
 
 
-def label(encoding: str) -> str:
-    return LABELS.get(encoding, encoding)
-
-
-def load_grid(configs: Sequence[RunConfig] | None = None, results_dir: str | Path = RESULTS_DIR) -> list[dict[str, Any]]:
+def load_grid(
+    configs: Sequence[RunConfig] | None = None, results_dir: str | Path = RESULTS_DIR
+) -> list[dict[str, Any]]:
     """The records of `configs` (default: the study's grid); names what is missing or corrupt."""
     configs = grid() if configs is None else configs
     missing = [c.name for c in configs if not record_path(Path(results_dir), c).exists()]
@@ -1710,12 +2002,22 @@ def exact_match_frame(records: Sequence[dict[str, Any]]):
     """Long table: one row per (task, encoding, seed, n) with exact match in [0, 1]."""
     import pandas as pd
 
-    rows = [{"task": r["config"]["task"], "encoding": r["config"]["model"]["encoding"], "seed": r["config"]["seed"],
-             "n": int(n), "exact_match": v} for r in records for n, v in r["exact_match"].items()]
+    rows = [
+        {
+            "task": r["config"]["task"],
+            "encoding": r["config"]["model"]["encoding"],
+            "seed": r["config"]["seed"],
+            "n": int(n),
+            "exact_match": v,
+        }
+        for r in records
+        for n, v in r["exact_match"].items()
+    ]
     order = {e: i for i, e in enumerate(ENCODINGS)}  # registry order: nope, sinusoidal, learned, ...
     df = pd.DataFrame(rows)
-    return df.sort_values(["task", "encoding", "seed", "n"], key=lambda c: c.map(order) if c.name == "encoding" else c,
-                          ignore_index=True)
+    return df.sort_values(
+        ["task", "encoding", "seed", "n"], key=lambda c: c.map(order) if c.name == "encoding" else c, ignore_index=True
+    )
 
 
 def longest_at_least(em_by_n: dict[int, float], threshold: float = 0.9) -> int:
@@ -1736,8 +2038,12 @@ def per_run_metrics(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20
     rows = []
     for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"], sort=False):
         em = dict(zip(g["n"], g["exact_match"]))
-        row = {"task": task, "encoding": enc, "seed": seed,
-               f"n = 1-{train_max}": 100 * float(np.mean([em[n] for n in range(1, train_max + 1)]))}
+        row = {
+            "task": task,
+            "encoding": enc,
+            "seed": seed,
+            f"n = 1-{train_max}": 100 * float(np.mean([em[n] for n in range(1, train_max + 1)])),
+        }
         row.update({f"n = {n}": 100 * em[n] for n in at})
         row["longest n >= 90%"] = longest_at_least(em)
         rows.append(row)
@@ -1759,25 +2065,35 @@ def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 
     return pd.DataFrame(out).set_index(["task", "encoding"])
 
 
-def plot_by_length(table, value: str, ylabel: str, title: str, path: Path | None = None, train_max: int = 16,
-                   scale: float = 1.0, band: bool = True, line_label: Callable[[str], str] | None = None,
-                   ylim: tuple[float, float] | None = None, colors: dict[str, str] | None = None,
-                   styles: dict[str, str] | None = None):
+def plot_by_length(
+    table,
+    value: str,
+    ylabel: str,
+    title: str,
+    path: Path | None = None,
+    train_max: int = 16,
+    scale: float = 1.0,
+    band: bool = True,
+    line_label: Callable[[str], str] | None = None,
+    ylim: tuple[float, float] | None = None,
+    colors: dict[str, str] | None = None,
+    styles: dict[str, str] | None = None,
+):
     """One panel per task, one line per encoding against n: the mean over seeds of `value`
     (times `scale`), a min-max band over seeds, and the longest training length marked."""
     import matplotlib.pyplot as plt
 
     tasks = list(dict.fromkeys(table["task"]))
-    colors = COLORS if colors is None else colors
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
             stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
             name = line_label(enc) if line_label else f"{label(enc)} ({g['seed'].nunique()} seeds)"
             ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
-            ax.plot(stats.index, stats["mean"], color=colors.get(enc), ls=ls, label=name)
+            color = (colors or {}).get(enc) or encoding_color(enc)
+            ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
             if band:
-                ax.fill_between(stats.index, stats["min"], stats["max"], color=colors.get(enc), alpha=0.15)
+                ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
         ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
         ax.set(title=f"{task}: {title}", xlabel="input length n (symbols)", ylabel=ylabel)
         if ylim is not None:
@@ -1791,8 +2107,16 @@ def plot_by_length(table, value: str, ylabel: str, title: str, path: Path | None
 
 def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16):
     """Exact match against n (mean over seeds; band = min to max)."""
-    return plot_by_length(df, "exact_match", "exact match (%, band = min-max over seeds)", "exact match against length",
-                          path, train_max, scale=100.0, ylim=(-2, 102))
+    return plot_by_length(
+        df,
+        "exact_match",
+        "exact match (%, band = min-max over seeds)",
+        "exact match against length",
+        path,
+        train_max,
+        scale=100.0,
+        ylim=(-2, 102),
+    )
 
 
 def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
@@ -1809,7 +2133,12 @@ def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = 
         for enc, curves in by_enc.items():
             every = curves[0]["every"]
             mean = np.mean([c["mean_loss"] for c in curves], axis=0)
-            ax.plot(np.arange(len(mean)) * every + every, mean, color=COLORS.get(enc), label=f"{label(enc)} ({len(curves)} seeds)")
+            ax.plot(
+                np.arange(len(mean)) * every + every,
+                mean,
+                color=encoding_color(enc),
+                label=f"{label(enc)} ({len(curves)} seeds)",
+            )
         ax.set(title=f"{task}: training loss", xlabel="step", ylabel="cross-entropy on targets (nats)", yscale="log")
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -1871,14 +2200,25 @@ def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_bette
 
     boot = bootstrap_means(units, n_boot, seed)
     best = (boot if higher_is_better else -boot).argmax(axis=1)
-    out = pd.DataFrame({"mean": np.asarray(units, dtype=float).mean(0), "95% low": np.percentile(boot, 2.5, axis=0),
-                        "95% high": np.percentile(boot, 97.5, axis=0),
-                        "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot)}, index=list(units.columns))
+    out = pd.DataFrame(
+        {
+            "mean": np.asarray(units, dtype=float).mean(0),
+            "95% low": np.percentile(boot, 2.5, axis=0),
+            "95% high": np.percentile(boot, 97.5, axis=0),
+            "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot),
+        },
+        index=list(units.columns),
+    )
     return out.sort_values("mean", ascending=not higher_is_better)
 
 
-def ranking_claims(units_by_scheme: dict[str, Any], n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True,
-                   threshold: float = CLAIM_THRESHOLD) -> list[str]:
+def ranking_claims(
+    units_by_scheme: dict[str, Any],
+    n_boot: int = 10000,
+    seed: int = 0,
+    higher_is_better: bool = True,
+    threshold: float = CLAIM_THRESHOLD,
+) -> list[str]:
     """Each neighbouring pair in the order of the means, with the probability under each bootstrap
     scheme (name -> its units, same columns) that the first is ahead. "A > B" only where every
     scheme gives at least `threshold`; else "A ~ B: not distinguishable here"."""
@@ -1886,14 +2226,18 @@ def ranking_claims(units_by_scheme: dict[str, Any], n_boot: int = 10000, seed: i
     names = list(first_units.columns)
     means = np.asarray(first_units, dtype=float).mean(0)
     order = np.argsort(-means if higher_is_better else means, kind="stable")
-    probs = {k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
-             for k, u in units_by_scheme.items()}
+    probs = {
+        k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
+        for k, u in units_by_scheme.items()
+    }
     out = []
     for a, b in zip(order[:-1], order[1:]):
         first, second = label(names[a]), label(names[b])
         shown = ", ".join(f"{k} {p[a, b]:.0%}" for k, p in probs.items())
         sure = min(p[a, b] for p in probs.values()) >= threshold
-        out.append(f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})")
+        out.append(
+            f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})"
+        )
     return out
 
 
@@ -1932,7 +2276,7 @@ def training_inputs(cfg: RunConfig, max_len: int) -> dict[int, set[tuple[int, ..
     seen: dict[int, set[tuple[int, ...]]] = {n: set() for n in range(1, max_len + 1)}
     for _ in range(cfg.steps):
         for n, idx in _draw_groups(training_lengths(cfg, g)).items():
-            x = task.inputs(n, len(idx), g)
+            x, _ = task.sample(n, len(idx), g)
             if n <= max_len:
                 seen[n].update(map(tuple, x.tolist()))
     return seen
@@ -1947,10 +2291,18 @@ def eval_training_overlap(configs: Sequence[RunConfig], max_len: int = 6):
     for cfg in configs:
         seen = training_inputs(cfg, max_len)
         for n in range(1, max_len + 1):
-            x = single_length_batch(get_task(cfg.task), n, cfg.eval_per_length, eval_generator(cfg.task, n, cfg.eval_seed)).tokens[:, 1 : n + 1]
+            task = get_task(cfg.task)
+            batch = single_length_batch(task, n, cfg.eval_per_length, eval_generator(cfg.task, n, cfg.eval_seed))
+            x = batch.tokens[:, 1 : 1 + task.prompt_length(n)]
             hits = sum(tuple(row) in seen[n] for row in x.tolist())
-            rows.append({"n": n, "distinct inputs": N_SYMBOLS**n, "distinct inputs drawn in training": len(seen[n]),
-                         "evaluation sequences also in training (%)": 100 * hits / len(x)})
+            rows.append(
+                {
+                    "n": n,
+                    "distinct inputs": (task.vocab_size - N_SPECIAL) ** task.prompt_length(n),
+                    "distinct inputs drawn in training": len(seen[n]),
+                    "evaluation sequences also in training (%)": 100 * hits / len(x),
+                }
+            )
     return pd.DataFrame(rows).groupby("n").mean()
 
 
@@ -1967,8 +2319,11 @@ def in_distribution_misses(records: Sequence[dict[str, Any]], bar: float = 0.95)
     """Runs whose mean exact match over the training lengths is below `bar`, listed, not hidden."""
     import pandas as pd
 
-    rows = [{"run": r["name"], "in-distribution exact match (%)": round(100 * r["in_distribution_mean"], 1)}
-            for r in records if r["in_distribution_mean"] < bar]
+    rows = [
+        {"run": r["name"], "in-distribution exact match (%)": round(100 * r["in_distribution_mean"], 1)}
+        for r in records
+        if r["in_distribution_mean"] < bar
+    ]
     return pd.DataFrame(rows, columns=["run", "in-distribution exact match (%)"])
 
 
@@ -1982,12 +2337,27 @@ def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline_seed_writeup.
     for _, b in base.iterrows():
         o = ours.loc[(b["task"], b["encoding"])]
         for col, key in [("n = 1-16", "1_16"), ("n = 17", "17"), ("n = 18", "18"), ("n = 20", "20")]:
-            rows.append({"task": b["task"], "encoding": label(b["encoding"]), "metric": col,
-                         "baseline (3 seeds)": b[f"mean_{key}"], "ours": round(o[col], 1)})
-        rows.append({"task": b["task"], "encoding": label(b["encoding"]), "metric": "longest n >= 90%",
-                     "baseline (3 seeds)": b["longest_90"], "ours": round(o["longest n >= 90%"], 1)})
-    return pd.DataFrame(rows).pivot_table(index=["task", "encoding"], columns="metric",
-                                          values=["baseline (3 seeds)", "ours"], sort=False)
+            rows.append(
+                {
+                    "task": b["task"],
+                    "encoding": label(b["encoding"]),
+                    "metric": col,
+                    "baseline (3 seeds)": b[f"mean_{key}"],
+                    "ours": round(o[col], 1),
+                }
+            )
+        rows.append(
+            {
+                "task": b["task"],
+                "encoding": label(b["encoding"]),
+                "metric": "longest n >= 90%",
+                "baseline (3 seeds)": b["longest_90"],
+                "ours": round(o["longest n >= 90%"], 1),
+            }
+        )
+    return pd.DataFrame(rows).pivot_table(
+        index=["task", "encoding"], columns="metric", values=["baseline (3 seeds)", "ours"], sort=False
+    )
 
 
 def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path = PUBLISHED_DIR / "paper.json"):
@@ -2000,7 +2370,11 @@ def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path
     test = df[df["n"].isin(list(test_lengths))].groupby(["task", "encoding"])["exact_match"].mean()
     rows = []
     for enc, paper_mrr in paper["mean_reciprocal_rank_no_scratchpad"].items():
-        row = {"encoding": label(enc), "MRR, paper (10 tasks)": paper_mrr, "MRR, ours (copy, reverse)": round(mrr[enc], 3)}
+        row = {
+            "encoding": label(enc),
+            "MRR, paper (10 tasks)": paper_mrr,
+            "MRR, ours (copy, reverse)": round(mrr[enc], 3),
+        }
         for task, vals in paper["ood_exact_match_mean_of_3_seeds"].items():
             row[f"{task} test EM, paper"] = vals[enc]
             row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
@@ -2029,23 +2403,43 @@ def settings_frame(records: Sequence[dict[str, Any]]):
     return pd.concat(frames, ignore_index=True)
 
 
-def plot_settings_with_baseline(frame, encoding: str, path: Path | None = None, train_max: int = 16,
-                                baseline: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv"):
+def plot_settings_with_baseline(
+    frame,
+    encoding: str,
+    path: Path | None = None,
+    train_max: int = 16,
+    baseline: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv",
+):
     """Exact match against n per setting (`settings_frame`), with the seed write-up's means for
     `encoding` as black markers at the lengths it reports."""
     import pandas as pd
 
-    fig = plot_by_length(frame, "exact_match", "exact match (%, band = min-max over seeds)",
-                         f"{label(encoding)}, exact match by setting", None, train_max, scale=100.0, ylim=(-2, 102),
-                         line_label=lambda s: f"{s} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)",
-                         colors={s: f"C{i}" for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
-                         styles={s: "--" for s in frame["encoding"].unique() if s != "grid settings"})
+    fig = plot_by_length(
+        frame,
+        "exact_match",
+        "exact match (%, band = min-max over seeds)",
+        f"{label(encoding)}, exact match by setting",
+        None,
+        train_max,
+        scale=100.0,
+        ylim=(-2, 102),
+        line_label=lambda s: f"{s} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)",
+        colors={s: f"C{i}" for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
+        styles={s: "--" for s in frame["encoding"].unique() if s != "grid settings"},
+    )
     base = pd.read_csv(baseline, comment="#")
     for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
         row = base[(base["task"] == task) & (base["encoding"] == encoding)].iloc[0]
         ns = [16, 17, 18, 20, 24]
-        ax.errorbar(ns, [row[f"mean_{n}"] for n in ns], yerr=[row[f"std_{n}"] for n in ns], fmt="ko", ms=4,
-                    capsize=3, label=f"baseline write-up ({int(row['seeds'])} seeds, mean ± std)")
+        ax.errorbar(
+            ns,
+            [row[f"mean_{n}"] for n in ns],
+            yerr=[row[f"std_{n}"] for n in ns],
+            fmt="ko",
+            ms=4,
+            capsize=3,
+            label=f"baseline write-up ({int(row['seeds'])} seeds, mean ± std)",
+        )
         ax.set_xlim(0, 30)
         ax.legend(fontsize=8)
     if path is not None:
@@ -2068,9 +2462,16 @@ def throughput_table(records: Sequence[dict[str, Any]]):
     """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
     import pandas as pd
 
-    rows = [{"encoding": label(r["config"]["model"]["encoding"]), "train time (s)": r["train_time_s"],
-             "eval time (s)": r["eval_time_s"], "steps / s": r["steps_per_s"],
-             "tokens / s": r["train_tokens_per_s"]} for r in records]
+    rows = [
+        {
+            "encoding": label(r["config"]["model"]["encoding"]),
+            "train time (s)": r["train_time_s"],
+            "eval time (s)": r["eval_time_s"],
+            "steps / s": r["steps_per_s"],
+            "tokens / s": r["train_tokens_per_s"],
+        }
+        for r in records
+    ]
     return pd.DataFrame(rows).groupby("encoding", sort=False).mean().round(1)
 
 
@@ -2088,7 +2489,7 @@ def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path 
     path = weights_path(Path(results_dir), cfg)
     if not path.exists():
         raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
-    model = DecoderOnlyLM(cfg.model)
+    model = make_model(cfg)
     model.load_state_dict(torch.load(path, weights_only=True))
     return model.eval()
 
@@ -2105,12 +2506,24 @@ def attention_maps(model: DecoderOnlyLM, batch: Batch) -> Tensor:
 
 
 def on_target(task: str, n: int) -> tuple[Tensor, Tensor]:
-    """(query index, key index) of each output step: the query that predicts y_i sits at
-    SEP + i - 1 and its source x_j at index j."""
-    src = get_task(task).source_positions(n)
+    """(query index, key index) of each answer token: the query that predicts y_i sits at
+    SEP + i - 1 and its source, prompt token j, at index j (BOS is index 0)."""
+    t = get_task(task)
+    src = t.source_positions(n)
     if src is None:
-        raise ValueError(f"task {task!r} has no single source symbol per output; pointer heads need one")
-    return torch.arange(n + 1, 2 * n + 1), torch.tensor(src)
+        raise ValueError(
+            f"task {task!r} has no source token per answer token; pointer heads need one "
+            f"(tasks that have: {', '.join(inspectable_tasks())})"
+        )
+    P, A = t.prompt_length(n), t.answer_length(n)
+    if len(src) != A or not all(1 <= j <= P for j in src):
+        raise ValueError(f"task {task!r} at size {n}: source_positions must give {A} indices in 1..{P}, got {src}")
+    return torch.arange(P + 1, P + 1 + A), torch.tensor(src)
+
+
+def inspectable_tasks() -> list[str]:
+    """Registered tasks with a source token per answer token (what pointer heads look for)."""
+    return [name for name, cls in TASKS.items() if cls().source_positions(cls.min_size) is not None]
 
 
 def pointer_scores(model: DecoderOnlyLM, task: str, n: int, n_examples: int = 64) -> Tensor:
@@ -2147,14 +2560,21 @@ def _cached_rows(cache: Path | None, current: dict[tuple, tuple], hash_cols: Seq
     return done[[not s for s in stale]].reset_index(drop=True)
 
 
-def pointer_score_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[str] = POSITIONAL_ENCODINGS,
-                        seeds: Sequence[int] = range(5), lengths: Sequence[int] = range(1, 49), choose_at: int = 16,
-                        results_dir: str | Path = RESULTS_DIR, cache: Path | None = ATTENTION_DIR / "pointer_scores.csv"):
+def pointer_score_table(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(5),
+    lengths: Sequence[int] = range(1, 49),
+    choose_at: int = 16,
+    results_dir: str | Path = RESULTS_DIR,
+    cache: Path | None = ATTENTION_DIR / "pointer_scores.csv",
+):
     """On-target score of each model's pointer head (chosen at n = choose_at) at every length.
     Computed once from the saved weights and cached as CSV, each row with its model's config
-    hash; rows for the current models are reused."""
+    hash; rows for the current models are reused. `encodings` defaults to every registered one."""
     import pandas as pd
 
+    encodings = encoding_names() if encodings is None else encodings
     current = {(t, e, s): (make_run(t, e, s).hash,) for t in tasks for e in encodings for s in seeds}
     done = _cached_rows(cache, current, ["config_hash"])
     have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
@@ -2166,8 +2586,18 @@ def pointer_score_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: S
         layer, head, _ = pointer_head(model, task, choose_at)
         for n in lengths:
             score = float(pointer_scores(model, task, n)[layer, head])
-            rows.append({"task": task, "encoding": enc, "seed": seed, "n": n, "layer": layer, "head": head,
-                         "on_target": round(score, 6), "config_hash": h})
+            rows.append(
+                {
+                    "task": task,
+                    "encoding": enc,
+                    "seed": seed,
+                    "n": n,
+                    "layer": layer,
+                    "head": head,
+                    "on_target": round(score, 6),
+                    "config_hash": h,
+                }
+            )
     table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
     if rows and cache is not None:
         _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
@@ -2175,8 +2605,17 @@ def pointer_score_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: S
     return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
-def draw_attention(task: str, encoding: str, seed: int, layer: int, head: int, n: int, example: int = 0,
-                   ax=None, results_dir: str | Path = RESULTS_DIR) -> dict[str, Any]:
+def draw_attention(
+    task: str,
+    encoding: str,
+    seed: int,
+    layer: int,
+    head: int,
+    n: int,
+    example: int = 0,
+    ax=None,
+    results_dir: str | Path = RESULTS_DIR,
+) -> dict[str, Any]:
     """Heatmap of one head on one gold sequence (output steps x all positions), on-target cells
     ringed; returns what was drawn, including the model's greedy output against the target."""
     import matplotlib.pyplot as plt
@@ -2187,26 +2626,45 @@ def draw_attention(task: str, encoding: str, seed: int, layer: int, head: int, n
     q, k = on_target(task, n)
     rows = head_maps[example, q].numpy()
     score = float(head_maps[:, q, k].mean())
-    sep = n + 1
-    generated = model.generate(batch.tokens[example : example + 1, : sep + 1], n + 1)[0, sep + 1 :]
+    sep = int(q[0])  # the query that predicts y_1 is SEP
+    generated = model.generate(batch.tokens[example : example + 1, : sep + 1], len(q) + 1)[0, sep + 1 :]
     target = batch.tokens[example, sep + 1 :]
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
     ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
-    ax.scatter(k.numpy(), np.arange(n), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i")
+    ax.scatter(
+        k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
+    )
     ax.axvline(sep, color="white", lw=0.6, ls=":")
-    ax.set(title=f"{label(encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
-           xlabel="key position (BOS, x, SEP, y)", ylabel="output step i (predicting y_i)")
-    return {"attention": rows, "on_target": score, "generated": generated.tolist(), "target": target.tolist(),
-            "correct": bool(torch.equal(generated, target)), "ax": ax}
+    ax.set(
+        title=f"{label(encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
+        xlabel="key position (BOS, prompt, SEP, answer)",
+        ylabel="answer step i (predicting y_i)",
+    )
+    return {
+        "attention": rows,
+        "on_target": score,
+        "generated": generated.tolist(),
+        "target": target.tolist(),
+        "correct": bool(torch.equal(generated, target)),
+        "ax": ax,
+    }
 
 
-def plot_pointer_heads(task: str, encodings: Sequence[str] = POSITIONAL_ENCODINGS, lengths: Sequence[int] = (16, 32),
-                       path: Path | None = None, results_dir: str | Path = RESULTS_DIR):
+def plot_pointer_heads(
+    task: str,
+    encodings: Sequence[str] | None = None,
+    lengths: Sequence[int] = (16, 32),
+    path: Path | None = None,
+    results_dir: str | Path = RESULTS_DIR,
+):
     """For each encoding's seed-0 model, its pointer head (chosen at n = 16) at each length."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False)
+    encodings = encoding_names() if encodings is None else encodings
+    fig, axes = plt.subplots(
+        len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False
+    )
     for row, enc in zip(axes, encodings):
         layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
         for ax, n in zip(row, lengths):
@@ -2221,22 +2679,35 @@ def plot_pointer_heads(task: str, encodings: Sequence[str] = POSITIONAL_ENCODING
 
 def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
     """The pointer head's on-target score against length (mean over seeds; band = min to max)."""
-    return plot_by_length(table, "on_target", "mean attention on the right source", "pointer head on target",
-                          path, train_max, ylim=(-0.02, 1.02))
+    return plot_by_length(
+        table,
+        "on_target",
+        "mean attention on the right source",
+        "pointer head on target",
+        path,
+        train_max,
+        ylim=(-0.02, 1.02),
+    )
 
 
 class AttentionExplorer:
     """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
     the heatmap through `draw_attention` and shows greedy output against target."""
 
-    def __init__(self, seeds: Sequence[int] = range(5), results_dir: str | Path = RESULTS_DIR):
+    def __init__(
+        self,
+        seeds: Sequence[int] = range(5),
+        results_dir: str | Path = RESULTS_DIR,
+        task: str = "reverse",
+        encoding: str = "nope",
+    ):
         import ipywidgets as w
 
         self.results_dir = results_dir
         cfg = ModelConfig()
         self.controls = {
-            "task": w.Dropdown(options=["copy", "reverse"], value="reverse", description="task"),
-            "encoding": w.Dropdown(options=list(POSITIONAL_ENCODINGS), value="nope", description="encoding"),
+            "task": w.Dropdown(options=inspectable_tasks(), value=task, description="task"),
+            "encoding": w.Dropdown(options=list(encoding_names()), value=encoding, description="encoding"),
             "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
             "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
             "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
@@ -2244,7 +2715,9 @@ class AttentionExplorer:
             "example": w.IntSlider(value=0, min=0, max=63, description="example"),
         }
         self.output = w.Output()
-        self.widget = w.VBox([w.HBox(list(self.controls.values())[:3]), w.HBox(list(self.controls.values())[3:]), self.output])
+        self.widget = w.VBox(
+            [w.HBox(list(self.controls.values())[:3]), w.HBox(list(self.controls.values())[3:]), self.output]
+        )
         self.last: dict[str, Any] = {}
         for c in self.controls.values():
             c.observe(lambda _change: self.redraw(), names="value")
@@ -2260,10 +2733,22 @@ class AttentionExplorer:
         self.output.clear_output(wait=True)
         with self.output:
             fig, ax = plt.subplots(figsize=(7, 4.5))
-            drawn = draw_attention(v["task"], v["encoding"], v["seed"], v["layer"], v["head"], v["n"], v["example"],
-                                   ax=ax, results_dir=self.results_dir)
+            drawn = draw_attention(
+                v["task"],
+                v["encoding"],
+                v["seed"],
+                v["layer"],
+                v["head"],
+                v["n"],
+                v["example"],
+                ax=ax,
+                results_dir=self.results_dir,
+            )
             plt.show()
-            print(f"target   {drawn['target']}\ngenerated {drawn['generated']}  ({'right' if drawn['correct'] else 'wrong'})")
+            print(
+                f"target   {drawn['target']}\n"
+                f"generated {drawn['generated']}  ({'right' if drawn['correct'] else 'wrong'})"
+            )
             plt.close(fig)
         self.last = {**v, **drawn}
 
@@ -2286,21 +2771,31 @@ def jsd_to_reference(model: DecoderOnlyLM, reference: DecoderOnlyLM, task: str, 
     return float(pair.flatten(-2).min(-1).values.mean())
 
 
-def jsd_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[str] = POSITIONAL_ENCODINGS,
-              seeds: Sequence[int] = range(5), lengths: Sequence[int] = range(2, 49, 2),
-              results_dir: str | Path = RESULTS_DIR, cache: Path | None = ATTENTION_DIR / "jsd_to_nope.csv"):
+def jsd_table(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(5),
+    lengths: Sequence[int] = range(2, 49, 2),
+    results_dir: str | Path = RESULTS_DIR,
+    cache: Path | None = ATTENTION_DIR / "jsd_to_nope.csv",
+):
     """JSD of each encoding's seed-s model to the NoPE seed-s model at each length; for NoPE
     itself, to the NoPE model of seed s + 1 (the floor: how far two NoPE runs differ). Cached
     as CSV with both models' config hashes; rows for the current models are reused."""
     import pandas as pd
 
+    encodings = encoding_names() if encodings is None else encodings
     seeds = list(seeds)
 
     def compared_seed(enc: str, s: int) -> int:  # NoPE is compared with the NoPE run of the next seed
         return seeds[(seeds.index(s) + 1) % len(seeds)] if enc == "nope" else s
 
-    current = {(t, e, s): (make_run(t, e, compared_seed(e, s)).hash, make_run(t, "nope", s).hash)
-               for t in tasks for e in encodings for s in seeds}
+    current = {
+        (t, e, s): (make_run(t, e, compared_seed(e, s)).hash, make_run(t, "nope", s).hash)
+        for t in tasks
+        for e in encodings
+        for s in seeds
+    }
     done = _cached_rows(cache, current, ["config_hash", "reference_hash"])
     have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
     rows, nope = [], {}
@@ -2312,9 +2807,17 @@ def jsd_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[st
                 nope[(task, seed)] = load_model(task, "nope", seed, results_dir)
         model = nope[(task, compared_seed(enc, s))] if enc == "nope" else load_model(task, enc, s, results_dir)
         for n in lengths:
-            rows.append({"task": task, "encoding": enc, "seed": s, "n": n,
-                         "jsd": round(jsd_to_reference(model, nope[(task, s)], task, n), 6),
-                         "config_hash": h, "reference_hash": ref_h})
+            rows.append(
+                {
+                    "task": task,
+                    "encoding": enc,
+                    "seed": s,
+                    "n": n,
+                    "jsd": round(jsd_to_reference(model, nope[(task, s)], task, n), 6),
+                    "config_hash": h,
+                    "reference_hash": ref_h,
+                }
+            )
     table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
     if rows and cache is not None:
         _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
@@ -2325,8 +2828,16 @@ def jsd_table(tasks: Sequence[str] = ("copy", "reverse"), encodings: Sequence[st
 def plot_jsd(table, path: Path | None = None, train_max: int = 16):
     """Each encoding's JSD to NoPE against length (mean over seeds and examples)."""
     floor = lambda enc: "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)  # noqa: E731
-    return plot_by_length(table, "jsd", "JSD to NoPE (bits; min over head pairs)", "attention distance to NoPE",
-                          path, train_max, band=False, line_label=floor)
+    return plot_by_length(
+        table,
+        "jsd",
+        "JSD to NoPE (bits; min over head pairs)",
+        "attention distance to NoPE",
+        path,
+        train_max,
+        band=False,
+        line_label=floor,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2378,8 +2889,12 @@ def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
     """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
     estimated from its first `sample_steps` batches: the unit of the study's compute budgets."""
     g, task = torch.Generator().manual_seed(cfg.seed), get_task(cfg.task)
-    per_step = np.mean([training_step_flops(training_batch(task, cfg, g, cfg.packed), cfg.model, computed=True)
-                        for _ in range(sample_steps)])
+    per_step = np.mean(
+        [
+            training_step_flops(training_batch(task, cfg, g, cfg.packed), cfg.model, task.vocab_size, computed=True)
+            for _ in range(sample_steps)
+        ]
+    )
     return float(per_step * cfg.steps)
 
 
@@ -2387,10 +2902,21 @@ def _hf_gpt2(cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, eos: bool = True):
     """GPT2LMHeadModel with our dimensions; without an end token (eos=False), `generate` never stops early."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    conf = GPT2Config(vocab_size=vocab_size, n_positions=cfg.max_positions, n_embd=cfg.d_model, n_layer=cfg.n_layers,
-                      n_head=cfg.n_heads, n_inner=cfg.d_ff, activation_function="relu", resid_pdrop=0.0,
-                      embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=BOS, eos_token_id=EOS if eos else None,
-                      pad_token_id=PAD)
+    conf = GPT2Config(
+        vocab_size=vocab_size,
+        n_positions=cfg.max_positions,
+        n_embd=cfg.d_model,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        n_inner=cfg.d_ff,
+        activation_function="relu",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=BOS,
+        eos_token_id=EOS if eos else None,
+        pad_token_id=PAD,
+    )
     return GPT2LMHeadModel(conf)
 
 
@@ -2443,7 +2969,8 @@ def bench_training(steps: int = 20, repeats: int = 5, seed: int = 0) -> dict[str
         peak = matmul_flops_per_s()
     return {
         "what": "median ms per training step, batch 64, n uniform in 1..16, one thread",
-        "steps_per_repeat": steps, "repeats": repeats,
+        "steps_per_repeat": steps,
+        "repeats": repeats,
         "ms_per_step": ms,
         "parameters": {"ours": ours.num_parameters(), "GPT2LMHeadModel": sum(p.numel() for p in hf.parameters())},
         "speedup_vs_gpt2_same_padded_batches": ms["GPT2LMHeadModel, padded rows"] / ms["ours, padded rows"],
@@ -2460,8 +2987,13 @@ def bench_training(steps: int = 20, repeats: int = 5, seed: int = 0) -> dict[str
 KV_METHODS = ("ours, input cache", "ours, KV cache", "ours, uncached", "GPT-2, cached", "GPT-2, uncached")
 
 
-def bench_kv_cache(batches: Sequence[int] = (1, 64), new_tokens: Sequence[int] = (32, 64, 128), prompt_len: int = 16,
-                   repeats: int = 5, seed: int = 0) -> dict[str, Any]:
+def bench_kv_cache(
+    batches: Sequence[int] = (1, 64),
+    new_tokens: Sequence[int] = (32, 64, 128),
+    prompt_len: int = 16,
+    repeats: int = 5,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Greedy generation time: ours with each cache (`new_cache`) and without, and Hugging Face's
     GPT2LMHeadModel.generate with and without its cache, same dimensions, one thread.
 
@@ -2484,13 +3016,18 @@ def bench_kv_cache(batches: Sequence[int] = (1, 64), new_tokens: Sequence[int] =
             with torch.no_grad():
                 return hf.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=gen)
 
-        methods = dict(zip(KV_METHODS, (
-            lambda p, n: ours.generate(p, n, cache_kind="inputs"),
-            lambda p, n: ours.generate(p, n, cache_kind="kv"),
-            lambda p, n: ours.generate(p, n, use_cache=False),
-            lambda p, n: hf_generate(p, n, True),
-            lambda p, n: hf_generate(p, n, False),
-        )))
+        methods = dict(
+            zip(
+                KV_METHODS,
+                (
+                    lambda p, n: ours.generate(p, n, cache_kind="inputs"),
+                    lambda p, n: ours.generate(p, n, cache_kind="kv"),
+                    lambda p, n: ours.generate(p, n, use_cache=False),
+                    lambda p, n: hf_generate(p, n, True),
+                    lambda p, n: hf_generate(p, n, False),
+                ),
+            )
+        )
         rows = []
         for b in batches:
             prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (b, prompt_len), generator=torch.Generator().manual_seed(b))
@@ -2505,12 +3042,22 @@ def bench_kv_cache(batches: Sequence[int] = (1, 64), new_tokens: Sequence[int] =
                         times[k].append(time.perf_counter() - t0)
                         if out.shape != (b, prompt_len + n):
                             raise RuntimeError(f"{k} returned {tuple(out.shape)}, expected {(b, prompt_len + n)}")
-                rows.append({"batch": b, "new_tokens": n, **{k: float(np.median(v)) for k, v in times.items()},
-                             "repeat_seconds": times})  # round i of every method ran back to back
+                rows.append(
+                    {
+                        "batch": b,
+                        "new_tokens": n,
+                        **{k: float(np.median(v)) for k, v in times.items()},
+                        "repeat_seconds": times,
+                    }
+                )  # round i of every method ran back to back
         cache_bytes = {kind: ours.new_cache(64, prompt_len + 128, kind).nbytes for kind in CACHE_KINDS}
-    return {"what": f"median seconds of greedy generation after a {prompt_len}-token prompt, one thread",
-            "repeats": repeats, "rows": rows, "cache_bytes_batch64_144_positions": cache_bytes,
-            "versions": library_versions() | {"transformers": __import__("transformers").__version__}}
+    return {
+        "what": f"median seconds of greedy generation after a {prompt_len}-token prompt, one thread",
+        "repeats": repeats,
+        "rows": rows,
+        "cache_bytes_batch64_144_positions": cache_bytes,
+        "versions": library_versions() | {"transformers": __import__("transformers").__version__},
+    }
 
 
 def bench_kv_runs(runs: int = 3, repeats: int = 5) -> dict[str, Any]:
@@ -2525,7 +3072,18 @@ def bench_kv_runs(runs: int = 3, repeats: int = 5) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(runs):
             path = Path(tmp) / f"run{i}.json"
-            cmd = [sys.executable, "-m", "lengen_helpers", "bench-kv", "--runs", "1", "--repeats", str(repeats), "--out", str(path)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "lengen_helpers",
+                "bench-kv",
+                "--runs",
+                "1",
+                "--repeats",
+                str(repeats),
+                "--out",
+                str(path),
+            ]
             subprocess.run(cmd, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
             out += json.loads(path.read_text())["runs"]
     return {"runs": out}
@@ -2570,8 +3128,13 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
         g = df[df["batch"] == b]
         for k, (color, ls) in styles.items():
             ax.plot(g["new_tokens"], g[k], color=color, ls=ls, marker="o", label=k)
-        ax.set(title=f"batch {b}: greedy generation time", xlabel="new tokens (after a 16-token prompt)",
-               ylabel=f"seconds (median over {len(result['runs'])} runs, one thread)", yscale="log", xscale="log")
+        ax.set(
+            title=f"batch {b}: greedy generation time",
+            xlabel="new tokens (after a 16-token prompt)",
+            ylabel=f"seconds (median over {len(result['runs'])} runs, one thread)",
+            yscale="log",
+            xscale="log",
+        )
         ax.set_xticks(list(g["new_tokens"]), [str(x) for x in g["new_tokens"]])
         ax.tick_params(axis="x", which="minor", labelbottom=False)  # only the measured token counts
         ax.legend(fontsize=8)
@@ -2596,11 +3159,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     tr.add_argument("--steps", type=int, default=RunConfig.steps)
     tr.add_argument("--results", type=Path, default=RESULTS_DIR)
     sw = sub.add_parser("sweep", help="run the grid's missing runs (resumable)")
-    sw.add_argument("--grid", choices=sorted(GRIDS), default="main",
-                    help="a named set of runs, each kept in its own folder under --results (default: the main "
-                         "grid, shaped by --tasks, --encodings, --seeds, --steps)")
+    sw.add_argument(
+        "--grid",
+        choices=sorted(GRIDS),
+        default="main",
+        help="a named set of runs, each kept in its own folder under --results (default: the main "
+        "grid, shaped by --tasks, --encodings, --seeds, --steps)",
+    )
     sw.add_argument("--tasks", nargs="+", default=["copy", "reverse"], choices=sorted(TASKS))
-    sw.add_argument("--encodings", nargs="+", default=list(POSITIONAL_ENCODINGS), choices=sorted(ENCODINGS))
+    sw.add_argument(
+        "--encodings", nargs="+", default=None, choices=sorted(ENCODINGS), help="default: every registered encoding"
+    )
     sw.add_argument("--seeds", nargs="+", type=int, default=list(range(5)))
     sw.add_argument("--steps", type=int, default=RunConfig.steps)
     sw.add_argument("--workers", type=int, default=None, help="processes (default: one per core)")
@@ -2619,11 +3188,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.cmd == "train":
         cfg = make_run(args.task, args.encoding, args.seed, steps=args.steps)
         rec = run_and_save(cfg, args.results, progress=True)
-        print(f"{cfg.name}: in-distribution {rec['in_distribution_mean']:.3f}, "
-              f"n=17 {rec['exact_match']['17']:.3f}, {rec['wall_time_s']:.0f} s -> {record_path(args.results, cfg)}")
+        print(
+            f"{cfg.name}: in-distribution {rec['in_distribution_mean']:.3f}, "
+            f"n=17 {rec['exact_match']['17']:.3f}, {rec['wall_time_s']:.0f} s -> {record_path(args.results, cfg)}"
+        )
     elif args.cmd == "sweep":
         make_configs, subdir = GRIDS[args.grid]
-        configs = grid(args.tasks, args.encodings, args.seeds, steps=args.steps) if args.grid == "main" else make_configs()
+        configs = (
+            grid(args.tasks, args.encodings, args.seeds, steps=args.steps) if args.grid == "main" else make_configs()
+        )
         results = Path(args.results) / subdir
         t0 = time.perf_counter()
         todo = sum(not record_path(results, c).exists() for c in configs)
@@ -2634,29 +3207,37 @@ def main(argv: Sequence[str] | None = None) -> None:
                 recs = sweep(configs, results, executor=client.get_executor())
         else:
             recs = sweep(configs, results, max_workers=args.workers)
-        print(f"{len(recs)} runs in {results}, {todo} trained now ({time.perf_counter() - t0:.0f} s wall; "
-              f"logged in {results / 'sweeps.jsonl'})")
+        print(
+            f"{len(recs)} runs in {results}, {todo} trained now ({time.perf_counter() - t0:.0f} s wall; "
+            f"logged in {results / 'sweeps.jsonl'})"
+        )
     elif args.cmd == "bench-train":
         res = bench_training(args.steps, args.repeats)
         for k, v in res["ms_per_step"].items():
             print(f"{k:32s} {v:7.1f} ms/step")
         print(f"GPT2LMHeadModel / ours on the same padded batches: {res['speedup_vs_gpt2_same_padded_batches']:.2f}x")
         print(f"GPT2LMHeadModel (padded) / ours (packed, as trained): {res['speedup_vs_gpt2_as_trained']:.2f}x")
-        print(f"useful {res['achieved_gflop_per_s']:.1f} GFLOP/s = {res['fraction_of_matmul_peak']:.0%} of "
-              f"this machine's {res['matmul_peak_gflop_per_s']:.1f} GFLOP/s single-thread matmul")
+        print(
+            f"useful {res['achieved_gflop_per_s']:.1f} GFLOP/s = {res['fraction_of_matmul_peak']:.0%} of "
+            f"this machine's {res['matmul_peak_gflop_per_s']:.1f} GFLOP/s single-thread matmul"
+        )
         _atomic_json(args.out, res)
     elif args.cmd == "bench-kv":
         res = bench_kv_runs(args.runs, args.repeats)
         import pandas as pd
 
-        with pd.option_context("display.width", 200, "display.max_columns", None, "display.float_format", "{:.3f}".format):
+        with pd.option_context(
+            "display.width", 200, "display.max_columns", None, "display.float_format", "{:.3f}".format
+        ):
             # one row per method or ratio, one column per (batch, new tokens)
             print(f"median over {len(res['runs'])} runs (each the median of {args.repeats} rounds):")
             print(kv_summary(res).T)
             print("\neach ratio, least to greatest over the runs:")
             print(kv_ratio_range(res).T)
         for kind, nbytes in res["runs"][0]["cache_bytes_batch64_144_positions"].items():
-            print(f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once")
+            print(
+                f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once"
+            )
         _atomic_json(args.out, res)
 
 

@@ -75,7 +75,7 @@ print("one packed row, segments:", packed.segments[-1].tolist())
 # mask tells positions apart.
 
 # %%
-print(L.POSITIONAL_ENCODINGS)
+print(L.encoding_names())
 for name, cls in L.ENCODINGS.items():
     print(f"{name:11s} {cls.__doc__.splitlines()[0] if cls.__doc__ else ''}")
 
@@ -134,7 +134,8 @@ logits, internals = model(batch.inputs, return_internals=True)
 print("inputs      ", tuple(batch.inputs.shape))
 print("logits      ", tuple(logits.shape))
 print("attentions  ", len(internals.attentions), "layers x", tuple(internals.attentions[0].shape))
-print("hidden      ", len(internals.hidden_states), "(embeddings + 3 layers) x", tuple(internals.hidden_states[0].shape))
+hidden = internals.hidden_states
+print("hidden      ", len(hidden), "(embeddings + 3 layers) x", tuple(hidden[0].shape))
 print("untrained prediction:", logits[0].argmax(-1).tolist())
 
 # %% [markdown]

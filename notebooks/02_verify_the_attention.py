@@ -85,12 +85,13 @@ L.checks_table(checks[-3:])
 #
 # Greedy generation with the preallocated cache feeds one token per step; without it the whole
 # sequence is re-run. Each encoding gets the cache `new_cache` chooses for it: the layer inputs,
-# or keys and values for RoPE (notebook 06 checks both kinds wherever they apply). For each encoding, a model nudged off its initialisation (so tables
+# or keys and values for RoPE (notebook 06 checks both kinds wherever they apply). For each
+# encoding, a model nudged off its initialisation (so tables
 # and biases matter) generates 32 tokens after a 16-token prompt for 8 sequences, both ways.
 # The tokens must be identical and the step logits within 1e-5.
 
 # %%
-checks += [L.check_cache(encoding) for encoding in L.POSITIONAL_ENCODINGS]
+checks += [L.check_cache(encoding) for encoding in L.encoding_names()]
 L.checks_table(checks[-6:])
 
 # %% [markdown]

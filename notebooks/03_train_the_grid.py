@@ -66,7 +66,7 @@ print(f"rows with a gradient: {rows[0]}..{rows[-1]} ({len(rows)} rows); rows {ro
 # ## The grid
 
 # %%
-configs = L.grid(tasks=("copy", "reverse"), encodings=L.POSITIONAL_ENCODINGS, seeds=range(5))
+configs = L.grid(tasks=("copy", "reverse"), encodings=L.encoding_names(), seeds=range(5))
 print(len(configs), "runs:", ", ".join(c.name for c in configs[:3]), "...")
 
 # %%

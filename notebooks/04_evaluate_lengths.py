@@ -143,7 +143,7 @@ for task in ("copy", "reverse"):
 
 # %%
 schemes = {"seeds": L.mrr_units(df, "seed"), "columns": L.mrr_units(df, "column")}
-pd.concat({k: L.bootstrap_summary(u).rename(index=L.LABELS) for k, u in schemes.items()}, axis=1).round(3)
+pd.concat({k: L.bootstrap_summary(u).rename(index=L.label) for k, u in schemes.items()}, axis=1).round(3)
 
 # %% [markdown]
 # A ranking between neighbours is stated as a finding only where it holds in at least 90% of the
@@ -157,7 +157,7 @@ print("\n".join(L.ranking_claims(schemes)))
 # the column's, under each scheme.
 
 # %%
-pd.concat({k: L.pairwise_above(L.bootstrap_means(u), u.columns).rename(index=L.LABELS, columns=L.LABELS)
+pd.concat({k: L.pairwise_above(L.bootstrap_means(u), u.columns).rename(index=L.label, columns=L.label)
            for k, u in schemes.items()}, axis=0).round(2)
 
 # %%
@@ -216,7 +216,8 @@ for (task, setting), row in at17.iterrows():
 # scaled by √d_model, the sinusoidal models hold past n = 16 on both tasks, close to the baseline
 # on reverse and below it on copy (means and seed ranges printed above), and they fall to zero at
 # about the same lengths as the baseline's. The price is some accuracy in distribution on copy
-# (the n = 16 column of the table), still above the 95% bar on average over n = 1-16. Padded batches change nothing: all three copy seeds
+# (the n = 16 column of the table), still above the 95% bar on average over n = 1-16. Padded
+# batches change nothing: all three copy seeds
 # are at 0% at n = 17, like the packed grid, as expected of a change that leaves the loss and
 # gradients the same. So the baseline very likely scaled its embeddings (its encoder-decoder, the
 # project's starting point, does, as Vaswani et al. did), and our sinusoidal result is a property
@@ -232,7 +233,8 @@ for (task, setting), row in at17.iterrows():
 # The figures the discussion below relies on, computed from the records:
 
 # %%
-mean, std = runs.groupby(["task", "encoding"]).mean(numeric_only=True), runs.groupby(["task", "encoding"]).std(ddof=0, numeric_only=True)
+by_model = runs.groupby(["task", "encoding"])
+mean, std = by_model.mean(numeric_only=True), by_model.std(ddof=0, numeric_only=True)
 for task in ("copy", "reverse"):
     for n in (17, 18):
         best = mean.loc[task, f"n = {n}"].idxmax()

@@ -45,7 +45,7 @@ scores = L.pointer_score_table()  # every task, encoding, seed and n = 1..48 (ca
 seed0 = scores[(scores["seed"] == 0) & scores["n"].isin([16, 32])]
 table = seed0.pivot_table(index=["task", "encoding", "layer", "head"], columns="n", values="on_target", sort=False)
 table.columns = [f"on-target at n = {n}" for n in table.columns]
-table.rename(index=L.LABELS, level="encoding").round(2)
+table.rename(index=L.label, level="encoding").round(2)
 
 # %%
 best16 = scores[scores["n"] == 16].groupby(["task", "encoding", "seed"])["on_target"].first()
@@ -143,7 +143,7 @@ plt.show()
 # %%
 within = jsd[jsd["n"] <= 16].groupby(["task", "encoding"])["jsd"].mean().unstack("task")
 beyond = jsd[(jsd["n"] > 16) & (jsd["n"] <= 32)].groupby(["task", "encoding"])["jsd"].mean().unstack("task")
-closeness = pd.concat({"n = 2-16": within, "n = 18-32": beyond}, axis=1).rename(index=L.LABELS).round(3)
+closeness = pd.concat({"n = 2-16": within, "n = 18-32": beyond}, axis=1).rename(index=L.label).round(3)
 closeness.sort_values(("n = 2-16", "copy"))
 
 # %% [markdown]

@@ -23,8 +23,8 @@
 # over a view of the filled prefix: no re-allocation or concatenation of the cache, and no Python
 # work per sequence in the batch. RoPE, ALiBi, T5 and the absolute tables are offset by the cache
 # length. The prompt goes through the model's `forward` once; every later token goes through
-# `DecoderOnlyLM.step`, the same maths for one token per row written with plain function calls,
-# because at one token per row a decoding step costs more in calls than in arithmetic.
+# `decode_step` (the module's section 5), the same maths for one token per row written with plain
+# function calls, because at one token per row a decoding step costs more in calls than in arithmetic.
 #
 # There are two caches (`model.new_cache(batch, max_len, kind)`):
 #
@@ -49,7 +49,6 @@ import json
 
 import matplotlib.pyplot as plt
 import pandas as pd
-import torch
 
 import lengen_helpers as L
 
@@ -63,9 +62,9 @@ pd.set_option("display.width", 200)
 # tokens must be identical and the step logits within 1e-5.
 
 # %%
-kinds = {enc: ["kv"] if enc == "rope" else ["kv", "inputs"] for enc in L.POSITIONAL_ENCODINGS}
+kinds = {enc: ["kv"] if enc == "rope" else ["kv", "inputs"] for enc in L.encoding_names()}
 checks = [L.check_cache(enc, batch=b, prompt_len=p, kind=k)
-          for enc in L.POSITIONAL_ENCODINGS for k in kinds[enc] for b in (1, 64) for p in (1, 7, 16)]
+          for enc in L.encoding_names() for k in kinds[enc] for b in (1, 64) for p in (1, 7, 16)]
 print(f"{sum(c.passed for c in checks)} of {len(checks)} (encoding, cache, batch, prompt) cases: "
       "identical tokens, logits within 1e-5")
 assert all(c.passed for c in checks)
@@ -80,8 +79,9 @@ assert all(c.passed for c in checks)
 # %%
 model = L.DecoderOnlyLM(L.ModelConfig(max_positions=144)).eval()
 kv, inputs = model.new_cache(64, 16 + 128, "kv"), model.new_cache(64, 16 + 128, "inputs")
-print(f"KVCache:    keys {tuple(kv.k.shape)} + values of the same shape = {kv.nbytes:,} bytes ({kv.nbytes / 2**20:.2f} MiB)")
-print(f"InputCache: inputs {tuple(inputs.h.shape)} = {inputs.nbytes:,} bytes ({inputs.nbytes / 2**20:.2f} MiB)")
+mib = lambda nbytes: f"{nbytes:,} bytes ({nbytes / 2**20:.2f} MiB)"
+print(f"KVCache:    keys {tuple(kv.k.shape)} + values of the same shape = {mib(kv.nbytes)}")
+print(f"InputCache: inputs {tuple(inputs.h.shape)} = {mib(inputs.nbytes)}")
 w_q, b_q, w_k, w_v, b_v = inputs.maps[0]
 print(f"maps of a layer: W_q {tuple(w_q.shape)} (scaled by 1/sqrt(16)), W_k by head {tuple(w_k.shape)}, "
       f"W_v transposed by head {tuple(w_v.shape)}, b_v by head {tuple(b_v.shape)}")
@@ -132,7 +132,8 @@ for what, config, column, target in targets:
     for cache in ("input cache", "KV cache"):
         c = column.format(cache)
         median, lo, hi = table.loc[config, c], least.loc[config, c], greatest.loc[config, c]
-        print(f"    {cache:11s} {median:5.2f}x  (runs {lo:.2f}x to {hi:.2f}x)  {'met' if median >= target else 'MISSED'}")
+        verdict = "met" if median >= target else "MISSED"
+        print(f"    {cache:11s} {median:5.2f}x  (runs {lo:.2f}x to {hi:.2f}x)  {verdict}")
 
 # %% [markdown]
 # **Against the targets.** Both caches do what they should against our own uncached decoding: the
@@ -167,7 +168,8 @@ for what, config, column, target in targets:
 # times slower here); for both, splitting the batch in two; for the input cache, the fused kernel
 # as multi-query attention, the other orientations of its two products, inputs stored
 # transposed, MKL's packed-weight linear maps, and multiplying the maps out once per cache
-# (W_kᵀ W_q and W_o W_v: fewer calls but more arithmetic; the same speed within the noise). A lower-precision cache would halve the traffic again but would break the agreement
+# (W_kᵀ W_q and W_o W_v: fewer calls but more arithmetic; the same speed within the noise). A
+# lower-precision cache would halve the traffic again but would break the agreement
 # with uncached decoding that the checks above demand, so it is not used.
 #
 # ## Timing it here, now

@@ -5,18 +5,9 @@ import math
 import pandas as pd
 import pytest
 import torch
+from support import curve, fake_record
 
 import lengen_helpers as L
-
-
-def fake_record(task, encoding, seed, em: dict[int, float]) -> dict:
-    cfg = L.make_run(task, encoding, seed)
-    return {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash, "exact_match": {str(n): v for n, v in em.items()},
-            "in_distribution_mean": sum(em[n] for n in range(1, 17)) / 16, "loss_curve": {"every": 1, "mean_loss": [1.0]}}
-
-
-def curve(cut: int, tail: float = 0.0) -> dict[int, float]:
-    return {n: 1.0 if n <= cut else tail for n in range(1, 49)}
 
 
 def test_longest_at_least():
@@ -36,10 +27,14 @@ def test_summary_table_means_and_population_std():
 
 def test_mean_reciprocal_rank_as_the_paper_computes_it():
     # two (task, seed) columns; in the first a > b > c, in the second b > a = c (tie: rank 2.5 each)
-    recs = [fake_record("copy", "nope", 0, curve(30)), fake_record("copy", "rope", 0, curve(20)),
-            fake_record("copy", "alibi", 0, curve(16)),
-            fake_record("copy", "nope", 1, curve(20)), fake_record("copy", "rope", 1, curve(30)),
-            fake_record("copy", "alibi", 1, curve(20))]
+    recs = [
+        fake_record("copy", "nope", 0, curve(30)),
+        fake_record("copy", "rope", 0, curve(20)),
+        fake_record("copy", "alibi", 0, curve(16)),
+        fake_record("copy", "nope", 1, curve(20)),
+        fake_record("copy", "rope", 1, curve(30)),
+        fake_record("copy", "alibi", 1, curve(20)),
+    ]
     mrr = L.mean_reciprocal_rank(L.exact_match_frame(recs), range(17, 33))
     assert mrr["nope"] == pytest.approx((1 + 1 / 2.5) / 2)
     assert mrr["rope"] == pytest.approx((1 / 2 + 1) / 2)
@@ -48,7 +43,10 @@ def test_mean_reciprocal_rank_as_the_paper_computes_it():
 
 
 def test_in_distribution_misses_are_listed():
-    recs = [fake_record("reverse", "nope", 1, {n: 0.9 for n in range(1, 49)}), fake_record("copy", "nope", 0, curve(48))]
+    recs = [
+        fake_record("reverse", "nope", 1, {n: 0.9 for n in range(1, 49)}),
+        fake_record("copy", "nope", 0, curve(48)),
+    ]
     m = L.in_distribution_misses(recs)
     assert m["run"].tolist() == ["reverse-nope-s1"] and m.iloc[0, 1] == 90.0
 
@@ -59,7 +57,7 @@ def test_load_grid_names_what_is_missing(tmp_path):
 
 
 def test_baseline_and_paper_tables_read_the_published_numbers():
-    recs = [fake_record(t, e, 0, curve(17)) for t in ("copy", "reverse") for e in L.POSITIONAL_ENCODINGS]
+    recs = [fake_record(t, e, 0, curve(17)) for t in ("copy", "reverse") for e in L.encoding_names()]
     df = L.exact_match_frame(recs)
     base = L.baseline_comparison(df)
     assert base.loc[("copy", "NoPE"), ("baseline (3 seeds)", "n = 18")] == 81.1
@@ -154,8 +152,14 @@ def two_seed_weights(tmp_path):
 @pytest.mark.parametrize("table", ["pointer", "jsd"])
 def test_attention_tables_reuse_cached_rows_only_for_the_same_weights(two_seed_weights, monkeypatch, table):
     cache = two_seed_weights / f"{table}.csv"
-    kw = dict(tasks=("copy",), encodings=("nope", "alibi"), seeds=[0, 1], lengths=[2, 4],
-              results_dir=two_seed_weights, cache=cache)
+    kw = dict(
+        tasks=("copy",),
+        encodings=("nope", "alibi"),
+        seeds=[0, 1],
+        lengths=[2, 4],
+        results_dir=two_seed_weights,
+        cache=cache,
+    )
     make = L.pointer_score_table if table == "pointer" else L.jsd_table
     first = make(**kw)
     assert len(first) == 2 * 2 * 2 and first["config_hash"].str.len().eq(12).all()
@@ -172,7 +176,11 @@ def test_attention_tables_reuse_cached_rows_only_for_the_same_weights(two_seed_w
     redone = make(**kw)
     assert ("copy", "alibi", 1) in loads and ("copy", "alibi", 0) not in loads  # only the stale model is recomputed
     key = ["encoding", "seed", "n"]
-    assert redone.sort_values(key).reset_index(drop=True)[first.columns].equals(first.sort_values(key).reset_index(drop=True))
+    assert (
+        redone.sort_values(key)
+        .reset_index(drop=True)[first.columns]
+        .equals(first.sort_values(key).reset_index(drop=True))
+    )
 
     stale.loc[stale.encoding == "alibi", "config_hash"] = "000000000000"
     stale.to_csv(cache, index=False)
@@ -202,8 +210,12 @@ def test_ranking_claims_state_a_ranking_only_where_it_holds_in_90_percent():
 
 
 def test_mrr_units_by_seed_average_a_seed_s_columns():
-    recs = [fake_record(t, e, s, curve(c)) for t in ("copy", "reverse") for s in (0, 1)
-            for e, c in [("nope", 20 + s), ("rope", 17)]]
+    recs = [
+        fake_record(t, e, s, curve(c))
+        for t in ("copy", "reverse")
+        for s in (0, 1)
+        for e, c in [("nope", 20 + s), ("rope", 17)]
+    ]
     df = L.exact_match_frame(recs)
     cols, seeds = L.mrr_units(df, "column"), L.mrr_units(df, "seed")
     assert cols.shape == (4, 2) and seeds.shape == (2, 2)
@@ -218,7 +230,7 @@ def test_training_inputs_replay_the_batches_a_run_draws():
     g, drawn = torch.Generator().manual_seed(cfg.seed), {n: set() for n in (1, 2, 3)}
     for _ in range(cfg.steps):  # the real batches: read each sequence's input back out of its row
         b = L.training_batch(L.get_task(cfg.task), cfg, g)
-        for row, seg, pos in zip(b.tokens, b.segments, b.positions):
+        for row, seg in zip(b.tokens, b.segments):
             for s in seg.unique().tolist():
                 if s >= 0:
                     tokens = row[seg == s]
@@ -250,11 +262,18 @@ def test_paper_rankings_per_task_and_over_ten_tasks():
 
 def test_setting_changes_name_what_a_run_changes_from_the_grid():
     assert L.setting_changes(L.make_run("copy", "sinusoidal", 1).to_dict()) == "grid settings"
-    assert L.setting_changes(L.make_run("copy", "sinusoidal", 1, packed=False, lr=2e-3).to_dict()) == "lr=0.002, packed=False"
-    assert L.setting_changes(L.make_run("reverse", "rope", 0, scale_embeddings=True).to_dict()) == "scale_embeddings=True"
+    assert (
+        L.setting_changes(L.make_run("copy", "sinusoidal", 1, packed=False, lr=2e-3).to_dict())
+        == "lr=0.002, packed=False"
+    )
+    assert (
+        L.setting_changes(L.make_run("reverse", "rope", 0, scale_embeddings=True).to_dict()) == "scale_embeddings=True"
+    )
     recs = [fake_record("copy", "sinusoidal", 0, curve(16)), fake_record("copy", "sinusoidal", 0, curve(18))]
     recs[1]["config"]["model"]["scale_embeddings"] = True
     frame = L.settings_frame(recs)
     assert sorted(frame["encoding"].unique()) == ["grid settings", "scale_embeddings=True"]
     assert L.per_run_metrics(frame).set_index("encoding")["longest n >= 90%"].to_dict() == {
-        "grid settings": 16, "scale_embeddings=True": 18}
+        "grid settings": 16,
+        "scale_embeddings=True": 18,
+    }

@@ -1,18 +1,14 @@
 """Benchmark helpers (small smoke runs, FLOP counting) and that every figure is labelled."""
 
-import matplotlib
+import json
+import sys
+from pathlib import Path
 
-matplotlib.use("agg")
+import pytest
+import torch
+from support import curve, fake_record
 
-import json  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-import lengen_helpers as L  # noqa: E402
-from test_analysis_and_inspection import curve, fake_record  # noqa: E402
+import lengen_helpers as L
 
 
 def test_training_step_flops_counts_real_tokens_and_causal_attention():
@@ -25,6 +21,7 @@ def test_training_step_flops_counts_real_tokens_and_causal_attention():
     assert L.training_step_flops(packed, cfg) == 2 * L.training_step_flops(b, cfg)  # padding is not useful work
 
 
+@pytest.mark.slow
 def test_bench_training_smoke():
     r = L.bench_training(steps=2, repeats=1)
     assert set(r["ms_per_step"]) == {"ours, packed rows", "ours, padded rows", "GPT2LMHeadModel, padded rows"}
@@ -32,6 +29,7 @@ def test_bench_training_smoke():
     assert 0 < r["fraction_of_matmul_peak"] < 2 and r["useful_gflop_per_step"] > 0
 
 
+@pytest.mark.slow
 def test_bench_kv_cache_smoke_and_ratios():
     r = L.bench_kv_cache(batches=(2,), new_tokens=(3,), repeats=1)
     t = L.kv_ratios(r)
@@ -41,7 +39,10 @@ def test_bench_kv_cache_smoke_and_ratios():
     assert row["uncached / input cache"] == pytest.approx(row["ours, uncached"] / row["ours, input cache"])
     assert row["GPT-2 cached / KV cache"] == pytest.approx(row["GPT-2, cached"] / row["ours, KV cache"])
     assert all(len(r["rows"][0]["repeat_seconds"][k]) == 1 for k in L.KV_METHODS)
-    assert r["cache_bytes_batch64_144_positions"] == {"kv": 2 * 3 * 64 * 4 * 144 * 16 * 4, "inputs": 3 * 64 * 144 * 64 * 4}
+    assert r["cache_bytes_batch64_144_positions"] == {
+        "kv": 2 * 3 * 64 * 4 * 144 * 16 * 4,
+        "inputs": 3 * 64 * 144 * 64 * 4,
+    }
 
 
 def assert_labelled(fig):
@@ -58,13 +59,24 @@ def test_figures_are_labelled(tmp_path):
     figs = [L.plot_encodings(), L.plot_accuracy_vs_length(df), L.plot_training_curves(recs)]
     for f in figs[1:]:
         assert all(ax.get_legend() is not None for ax in f.axes)
-    kv = {"runs": [{"rows": [{"batch": 1, "new_tokens": n, **{k: float(i + 1) for i, k in enumerate(L.KV_METHODS)}} for n in (32, 64)]}]}
+    kv = {
+        "runs": [
+            {
+                "rows": [
+                    {"batch": 1, "new_tokens": n, **{k: float(i + 1) for i, k in enumerate(L.KV_METHODS)}}
+                    for n in (32, 64)
+                ]
+            }
+        ]
+    }
     figs.append(L.plot_kv_benchmark(kv))
     import pandas as pd
 
     pointer = pd.DataFrame([{"task": "copy", "encoding": "nope", "seed": 0, "n": n, "on_target": 0.5} for n in (1, 2)])
     figs.append(L.plot_pointer_scores(pointer))
-    jsd = pd.DataFrame([{"task": "copy", "encoding": e, "seed": 0, "n": n, "jsd": 0.1} for e in ("nope", "t5") for n in (2, 4)])
+    jsd = pd.DataFrame(
+        [{"task": "copy", "encoding": e, "seed": 0, "n": n, "jsd": 0.1} for e in ("nope", "t5") for n in (2, 4)]
+    )
     figs.append(L.plot_jsd(jsd))
     for f in figs:
         assert_labelled(f)
@@ -87,6 +99,7 @@ def test_kv_summary_takes_ratios_within_runs_then_across():
     assert L.kv_ratio_range(result).loc[(64, 128), col] == "1.00 to 4.00"
 
 
+@pytest.mark.slow
 def test_bench_kv_runs_in_fresh_processes(tmp_path, monkeypatch):
     calls = []
 

@@ -9,8 +9,8 @@ import lengen_helpers as L
 
 
 def test_registry_holds_the_six_encodings_in_order():
-    assert L.POSITIONAL_ENCODINGS == ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
-    assert set(L.POSITIONAL_ENCODINGS) <= set(L.ENCODINGS)
+    assert L.encoding_names() == ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
+    assert [L.label(e) for e in L.encoding_names()] == ["NoPE", "Sinusoidal", "Learned", "RoPE", "ALiBi", "T5 bias"]
 
 
 def test_unknown_encoding_lists_valid_names():
@@ -66,11 +66,14 @@ def test_rope_fraction_leaving_odd_dims_is_refused():
         L.ModelConfig(encoding="rope", d_model=48, n_heads=4, rope_fraction=0.25)  # 3 of 12 dims
 
 
-@pytest.mark.parametrize("n, expected", [
-    (4, [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]),
-    (8, [2 ** -(i + 1) for i in range(8)]),
-    (6, [2 ** -(8 / 4 * (i + 1)) for i in range(4)] + [2 ** -1, 2 ** -3]),  # 4 heads, then odd ones of 8
-])
+@pytest.mark.parametrize(
+    "n, expected",
+    [
+        (4, [2**-2, 2**-4, 2**-6, 2**-8]),
+        (8, [2 ** -(i + 1) for i in range(8)]),
+        (6, [2 ** -(8 / 4 * (i + 1)) for i in range(4)] + [2**-1, 2**-3]),  # 4 heads, then odd ones of 8
+    ],
+)
 def test_alibi_slopes(n, expected):
     assert torch.allclose(L.alibi_slopes(n), torch.tensor(expected))
 
@@ -113,14 +116,23 @@ def test_learned_run_config_must_cover_the_evaluated_lengths():
 
 
 def test_nope_model_is_permutation_equivariant_without_the_causal_mask_but_not_with_it():
-    """With NoPE only the causal mask tells positions apart: the first token's output cannot
-    depend on later tokens, and swapping two later tokens changes the last row."""
+    """With NoPE only the causal mask tells positions apart: without it, permuting the tokens
+    permutes the outputs; with it, outputs change (beyond the first token the permutation moves)."""
     m = L.DecoderOnlyLM(L.ModelConfig(encoding="nope")).eval()
     x = torch.randint(4, 24, (1, 6))
-    y = x.clone()
-    y[0, [2, 3]] = y[0, [3, 2]]
-    a, b = m(x), m(y)
-    assert torch.allclose(a[0, :2], b[0, :2], atol=1e-6)
+    perm = torch.tensor([0, 1, 3, 2, 5, 4])
+
+    def blocks(tokens, mask):
+        h = m.pos.embed(m.tok_emb(tokens), torch.arange(tokens.shape[1]))
+        for block in m.blocks:
+            h, _ = block(h, mask=mask)
+        return h
+
+    assert torch.allclose(blocks(x[:, perm], None), blocks(x, None)[:, perm], atol=1e-5)
+    causal = L.causal_mask(6)
+    permuted, plain = blocks(x[:, perm], causal), blocks(x, causal)
+    assert torch.allclose(permuted[:, :2], plain[:, :2], atol=1e-6)  # rows before the first swap: the same prefix
+    assert not torch.allclose(permuted, plain[:, perm], atol=1e-3)  # not equivariant under the mask
 
 
 def test_a_seventh_encoding_is_one_class_and_one_registry_entry():
@@ -138,6 +150,7 @@ def test_a_seventh_encoding_is_one_class_and_one_registry_entry():
         del L.ENCODINGS["scaled-test"]
 
 
+@pytest.mark.slow
 def test_the_readme_example_encoding_works_everywhere(monkeypatch):
     """The README's 'Adding a positional encoding' example runs as written (bar the training line),
     and the new encoding packs, caches and may opt into the shared relative bias."""
@@ -160,3 +173,20 @@ def test_the_readme_example_encoding_works_everywhere(monkeypatch):
         assert torch.allclose(L.batch_loss(model, batch), general, atol=1e-6)
     finally:
         L.ENCODINGS.pop("logbias", None)
+
+
+def test_the_readme_example_task_works_as_written():
+    import re
+    from pathlib import Path
+
+    readme = (Path(L.__file__).parent / "README.md").read_text()
+    section = readme.split("## Adding a task")[1].split("\n## ")[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = "\n".join(line for line in code.splitlines() if "L.sweep(" not in line)
+    namespace: dict = {}
+    exec(code, namespace)
+    assert [c.name for c in namespace["configs"]] == ["double-nope-s0", "double-rope-s0"]
+    task = L.get_task("double")
+    batch = L.single_length_batch(task, 3, 4, torch.Generator().manual_seed(0))
+    assert batch.tokens.shape == (4, 3 + 6 + 3) and int(batch.tokens[:, 1:4].max()) < 9
+    assert L.on_target("double", 3)[1].tolist() == [1, 1, 2, 2, 3, 3]

@@ -2,32 +2,27 @@
 
 import pytest
 import torch
+from support import perturbed_model
 
 import lengen_helpers as L
 
-
-def perturbed_model(encoding: str, pre_norm: bool = False) -> L.DecoderOnlyLM:
-    """An untrained model with every weight nudged off its init, so biases and tables matter."""
-    m = L.DecoderOnlyLM(L.ModelConfig(encoding=encoding, pre_norm=pre_norm)).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    return m
-
-
-CACHE_CASES = [(enc, kind) for enc in L.POSITIONAL_ENCODINGS for kind in ("kv", "inputs") if (enc, kind) != ("rope", "inputs")]
+CACHE_CASES = [
+    (enc, kind) for enc in L.encoding_names() for kind in ("kv", "inputs") if (enc, kind) != ("rope", "inputs")
+]
 
 
 @pytest.mark.parametrize("encoding, kind", CACHE_CASES)
 @pytest.mark.parametrize("batch, prompt_len", [(1, 1), (1, 16), (64, 5), (64, 16)])
 def test_cached_and_uncached_generation_agree(encoding, kind, batch, prompt_len):
-    m = perturbed_model(encoding)
-    prompt = torch.randint(4, L.VOCAB_SIZE, (batch, prompt_len))
-    a, la = m.generate(prompt, 24, use_cache=True, return_logits=True, cache_kind=kind)
-    b, lb = m.generate(prompt, 24, use_cache=False, return_logits=True)
-    assert torch.equal(a, b)
-    assert (la - lb).abs().max() < 1e-5
-    assert torch.equal(a[:, :prompt_len], prompt)
+    """Notebook 02's and 06's check: identical tokens, logits within 1e-5."""
+    check = L.check_cache(encoding, batch=batch, prompt_len=prompt_len, new_tokens=24, kind=kind)
+    assert check.passed, check.row()
+
+
+def test_generation_keeps_the_prompt():
+    m = perturbed_model("alibi")
+    prompt = torch.randint(4, L.VOCAB_SIZE, (3, 5))
+    assert torch.equal(m.generate(prompt, 4)[:, :5], prompt)
 
 
 @pytest.mark.parametrize("encoding, kind", CACHE_CASES)
@@ -45,8 +40,13 @@ def test_cache_fed_in_chunks_gives_the_full_forward(encoding, kind):
         assert (torch.cat(parts, dim=1) - full).abs().max() < 1e-5
 
 
-@pytest.mark.parametrize("kind, nbytes", [("kv", 2 * 3 * 64 * 4 * 144 * 16 * 4),  # k and v, layers, batch, heads, positions, dh, fp32
-                                          ("inputs", 3 * 64 * 144 * 64 * 4)])  # layers, batch, positions, d_model, fp32
+@pytest.mark.parametrize(
+    "kind, nbytes",
+    [
+        ("kv", 2 * 3 * 64 * 4 * 144 * 16 * 4),  # k and v, layers, batch, heads, positions, dh, fp32
+        ("inputs", 3 * 64 * 144 * 64 * 4),
+    ],
+)  # layers, batch, positions, d_model, fp32
 def test_cache_is_allocated_once_and_sized(kind, nbytes):
     m = perturbed_model("alibi")
     cache = m.new_cache(64, 144, kind)
@@ -99,7 +99,7 @@ def loss_and_grads(m: L.DecoderOnlyLM, batch: L.Batch) -> tuple[torch.Tensor, li
     return loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]
 
 
-@pytest.mark.parametrize("encoding", L.POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("encoding", L.encoding_names())
 def test_packed_batch_gives_the_padded_loss_and_gradients(encoding):
     m = perturbed_model(encoding, pre_norm=encoding == "rope").train()
     task, lengths = L.get_task("reverse"), [3, 16, 1, 8, 9, 12, 2, 5, 16, 7]

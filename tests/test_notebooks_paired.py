@@ -18,8 +18,12 @@ def test_there_are_notebooks():
 def test_ipynb_and_py_are_in_sync(nb):
     pair = nb.with_suffix(".py")
     assert pair.exists(), f"{nb.name} has no paired {pair.name}"
-    out = subprocess.run([sys.executable, "-m", "jupytext", "--to", "py:percent", "-o", "-", str(nb)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "jupytext", "--to", "py:percent", "-o", "-", str(nb)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.strip() == pair.read_text().strip(), f"{nb.name} and {pair.name} differ: run `make sync`"
 
 

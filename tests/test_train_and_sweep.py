@@ -5,14 +5,9 @@ import math
 
 import pytest
 import torch
+from support import Inline, tiny
 
 import lengen_helpers as L
-
-TINY = dict(steps=40, train_max_len=4, eval_max_len=6, eval_per_length=8, warmup_steps=5)
-
-
-def tiny(task="copy", encoding="nope", seed=0, **kw) -> L.RunConfig:
-    return L.make_run(task, encoding, seed, **{**TINY, **kw})
 
 
 def test_run_config_defaults_are_the_study_settings():
@@ -27,6 +22,7 @@ def test_lr_schedule_warms_up_then_decays_to_zero():
     assert L.lr_at(550, c) == pytest.approx(0.5e-3) and L.lr_at(1000, c) == pytest.approx(0.0)
 
 
+@pytest.mark.slow
 def test_training_is_deterministic_for_a_seed():
     _, a = L.train_run(tiny(), progress=False)
     _, b = L.train_run(tiny(), progress=False)
@@ -35,6 +31,7 @@ def test_training_is_deterministic_for_a_seed():
     assert a["loss_curve"] != c["loss_curve"]
 
 
+@pytest.mark.slow
 def test_resume_from_checkpoint_matches_an_uninterrupted_run(tmp_path):
     cfg = tiny("reverse", "rope")
     straight, rec = L.train_run(cfg, progress=False)
@@ -66,6 +63,7 @@ def test_resume_from_checkpoint_matches_an_uninterrupted_run(tmp_path):
     assert rec2["exact_match"] == rec["exact_match"] and rec2["loss_curve"] == rec["loss_curve"]
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_config_is_refused(tmp_path):
     ckpt = tmp_path / "ck.pt"
     torch.save({"config_hash": "something-else"}, ckpt)
@@ -73,6 +71,7 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
         L.train_run(tiny(), checkpoint=ckpt, progress=False)
 
 
+@pytest.mark.slow
 def test_diverging_loss_stops_the_run_with_its_name(monkeypatch):
     real, calls = L.batch_loss, []
 
@@ -86,6 +85,7 @@ def test_diverging_loss_stops_the_run_with_its_name(monkeypatch):
         L.train_run(tiny(), progress=False)
 
 
+@pytest.mark.slow
 def test_record_contents():
     _, rec = L.train_run(tiny(), progress=False)
     assert rec["config_hash"] == tiny().hash and rec["name"] == "copy-nope-s0"
@@ -101,6 +101,7 @@ def test_config_hash_changes_with_any_setting():
     assert L.RunConfig.from_dict(tiny().to_dict()).hash == tiny().hash
 
 
+@pytest.mark.slow
 def test_sweep_runs_only_what_is_missing_and_never_serves_a_stale_record(tmp_path, monkeypatch):
     configs = [tiny(seed=0), tiny("reverse", "alibi", seed=1)]
     recs = L.sweep(configs, tmp_path, max_workers=1, progress=False)
@@ -111,8 +112,8 @@ def test_sweep_runs_only_what_is_missing_and_never_serves_a_stale_record(tmp_pat
     L.DecoderOnlyLM(configs[0].model).load_state_dict(state)
 
     calls = []
-    monkeypatch.setattr(L, "run_and_save", lambda cfg, d: calls.append(cfg) or pytest.fail("re-ran a done run"))
-    again = L.sweep(configs, tmp_path, executor=_Inline(), progress=False)
+    monkeypatch.setattr(L, "run_and_save", lambda cfg, *args: calls.append(cfg) or pytest.fail("re-ran a done run"))
+    again = L.sweep(configs, tmp_path, executor=Inline(), progress=False)
     assert again == recs and calls == []
 
     monkeypatch.undo()
@@ -126,12 +127,13 @@ def test_sweep_without_training_names_the_missing_runs(tmp_path):
         L.sweep([tiny(seed=0), tiny(seed=1)], tmp_path, train=False)
 
 
+@pytest.mark.slow
 def test_corrupt_record_is_reported_kept_and_rerun(tmp_path, capsys):
     cfg = tiny()
     path = L.record_path(tmp_path, cfg)
     path.parent.mkdir(parents=True)
     path.write_text('{"config": {"task": "co')  # a half-written file
-    rec = L.sweep([cfg], tmp_path, executor=_Inline(), progress=False)[0]
+    rec = L.sweep([cfg], tmp_path, executor=Inline(), progress=False)[0]
     assert rec["config_hash"] == cfg.hash
     err = capsys.readouterr().err
     assert path.name in err and "not valid JSON" in err
@@ -155,6 +157,7 @@ def test_read_record_names_what_is_missing(tmp_path):
         L.read_record(p)
 
 
+@pytest.mark.slow
 def test_sweep_on_a_dask_local_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     configs = [tiny(seed=s) for s in (0, 1)]
@@ -166,25 +169,18 @@ def test_sweep_on_a_dask_local_cluster(tmp_path):
     assert recs[1]["exact_match"] == local["exact_match"]  # same result as a local run
 
 
+@pytest.mark.slow
 def test_command_line_trains_one_run(tmp_path, capsys):
-    L.main(["train", "--task", "copy", "--encoding", "alibi", "--seed", "0", "--steps", "20", "--results", str(tmp_path)])
+    L.main(
+        ["train", "--task", "copy", "--encoding", "alibi", "--seed", "0", "--steps", "20", "--results", str(tmp_path)]
+    )
     out = capsys.readouterr().out
     assert "copy-alibi-s0" in out
     (path,) = (tmp_path / "runs").glob("copy-alibi-s0-*.json")
     assert L.read_record(path)["config"]["steps"] == 20
 
 
-class _Inline:
-    """A minimal concurrent.futures-style executor that runs each call at once."""
-
-    def submit(self, fn, *args):
-        from concurrent.futures import Future
-
-        f = Future()
-        f.set_result(fn(*args))
-        return f
-
-
+@pytest.mark.slow
 def test_a_new_training_revision_changes_every_hash_and_old_records_stay_readable(tmp_path, monkeypatch):
     old = tiny()
     old_hash, old_path = old.hash, L.record_path(tmp_path, old)
@@ -217,6 +213,7 @@ def test_fields_added_after_the_grid_keep_the_grid_s_hashes_at_their_defaults():
         assert L.RunConfig.from_dict(changed.to_dict()).hash == changed.hash
 
 
+@pytest.mark.slow
 def test_padded_training_is_the_packed_run_up_to_float_order(monkeypatch):
     padded_calls = []
     real = L.padded_training_batch
@@ -230,16 +227,23 @@ def test_padded_training_is_the_packed_run_up_to_float_order(monkeypatch):
     assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
 
 
+@pytest.mark.slow
 def test_sweep_logs_its_wall_time_only_when_it_trained(tmp_path):
     cfg = tiny(steps=5)
-    L.sweep([cfg], tmp_path, executor=_Inline(), progress=False)
-    L.sweep([cfg], tmp_path, executor=_Inline(), progress=False)  # nothing to do: no line
+    L.sweep([cfg], tmp_path, executor=Inline(), progress=False)
+    L.sweep([cfg], tmp_path, executor=Inline(), progress=False)  # nothing to do: no line
     (line,) = (tmp_path / "sweeps.jsonl").read_text().splitlines()
     log = json.loads(line)
-    assert (log["runs"], log["trained"], log["executor"], log["training_revision"]) == (1, 1, "_Inline", L.TRAINING_REVISION)
+    assert (log["runs"], log["trained"], log["executor"], log["training_revision"]) == (
+        1,
+        1,
+        "Inline",
+        L.TRAINING_REVISION,
+    )
     assert log["wall_s"] >= 0 and L.sweep_log(tmp_path)["trained"].tolist() == [1]
 
 
+@pytest.mark.slow
 def test_command_line_sweeps_a_named_grid_into_its_own_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(L.GRIDS, "tiny-ablation", (lambda: [tiny(steps=5, scale_embeddings=True)], "ablations/tiny"))
     L.main(["sweep", "--grid", "tiny-ablation", "--workers", "1", "--results", str(tmp_path)])

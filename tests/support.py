@@ -1,0 +1,50 @@
+"""Helpers the test modules share (not a test module: no test imports from another test)."""
+
+from concurrent.futures import Future
+
+import torch
+
+import lengen_helpers as L
+
+TINY = dict(steps=40, train_max_len=4, eval_max_len=6, eval_per_length=8, warmup_steps=5)
+
+
+def tiny(task="copy", encoding="nope", seed=0, **kw) -> L.RunConfig:
+    """A run small enough to train in a test (about a second)."""
+    return L.make_run(task, encoding, seed, **{**TINY, **kw})
+
+
+def fake_record(task, encoding, seed, em: dict[int, float]) -> dict:
+    """A run record with the given exact match per length (no training)."""
+    cfg = L.make_run(task, encoding, seed)
+    return {
+        "name": cfg.name,
+        "config": cfg.to_dict(),
+        "config_hash": cfg.hash,
+        "exact_match": {str(n): v for n, v in em.items()},
+        "in_distribution_mean": sum(em[n] for n in range(1, 17)) / 16,
+        "loss_curve": {"every": 1, "mean_loss": [1.0]},
+    }
+
+
+def curve(cut: int, tail: float = 0.0) -> dict[int, float]:
+    """Exact match 1 up to `cut`, then `tail`, at n = 1..48."""
+    return {n: 1.0 if n <= cut else tail for n in range(1, 49)}
+
+
+def perturbed_model(encoding: str, pre_norm: bool = False) -> L.DecoderOnlyLM:
+    """An untrained model with every weight nudged off its init, so biases and tables matter."""
+    m = L.DecoderOnlyLM(L.ModelConfig(encoding=encoding, pre_norm=pre_norm)).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return m
+
+
+class Inline:
+    """A minimal concurrent.futures-style executor that runs each call at once."""
+
+    def submit(self, fn, *args):
+        f = Future()
+        f.set_result(fn(*args))
+        return f
