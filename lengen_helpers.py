@@ -80,6 +80,8 @@ class Task:
     name: str = ""
     symbols: tuple[str, ...] = tuple(f"s{i}" for i in range(N_SYMBOLS))
     min_size: int = 1
+    max_size: int | None = None  # the largest size the task can draw, if it has one
+    train_max_size: int = 16  # L: the study trains on sizes up to L and tests on L+1 to 2L
 
     @property
     def vocab_size(self) -> int:
@@ -120,6 +122,17 @@ class Task:
         names = SPECIAL_TOKENS + tuple(self.symbols)
         return [names[int(i)] for i in ids]
 
+    def encode(self, names: Iterable[str]) -> Tensor:
+        """Symbol names -> token ids."""
+        index = {name: i for i, name in enumerate(SPECIAL_TOKENS + tuple(self.symbols))}
+        return torch.tensor([index[name] for name in names])
+
+    def check_size(self, n: int) -> None:
+        """Raise a ValueError naming the valid sizes if the task cannot draw size n."""
+        top = "" if self.max_size is None else f" to {self.max_size}"
+        if n < self.min_size or (self.max_size is not None and n > self.max_size):
+            raise ValueError(f"task {self.name!r} has sizes {self.min_size}{top or ' and up'}; got size {n}")
+
 
 TASKS: dict[str, type[Task]] = {}
 
@@ -158,6 +171,145 @@ class Reverse(Task):
         return list(range(n, 0, -1))
 
 
+# The paper's arithmetic and algorithmic tasks (notebook 07), at our scale: each draws its prompts
+# from a seed, has its own symbols, and is tested against an independent computation in
+# tests/test_paper_tasks.py. Sizes up to L = 8 train, L+1 to 2L test, as in the paper.
+
+
+def _digits(t: Tensor) -> Tensor:
+    return t - N_SPECIAL  # token ids of "0".."9" (the first ten symbols) -> digits
+
+
+@register_task
+class Addition(Task):
+    """Two n-digit numbers (leading zeros allowed), digits spaced: `a1 .. an + b1 .. bn`; the
+    answer is their sum in the usual order (most significant digit first), written with n + 1
+    digits (a leading 0 when nothing carries out). The paper's "Compute 5 3 7 + 1 2 ?"."""
+
+    name, symbols, train_max_size = "addition", (*"0123456789", "+"), 8
+
+    def prompt_length(self, n: int) -> int:
+        return 2 * n + 1
+
+    def answer_length(self, n: int) -> int:
+        return n + 1
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        a, b = torch.randint(0, 10, (2, batch_size, n), generator=generator)
+        digits, carry = torch.zeros(batch_size, n + 1, dtype=torch.long), torch.zeros(batch_size, dtype=torch.long)
+        for i in range(n - 1, -1, -1):  # right to left, with the carry
+            total = a[:, i] + b[:, i] + carry
+            digits[:, i + 1], carry = total % 10, total // 10
+        digits[:, 0] = carry
+        plus = torch.full((batch_size, 1), N_SPECIAL + 10)
+        return torch.cat([a + N_SPECIAL, plus, b + N_SPECIAL], dim=1), digits + N_SPECIAL
+
+
+@register_task
+class Sorting(Task):
+    """n integers from 0-19, one token each; the answer is the list sorted ascending. (The paper's
+    single-token version, "Sort the following list [ .. ].")"""
+
+    name, symbols, train_max_size = "sorting", tuple(str(i) for i in range(20)), 8
+
+    def target(self, x: Tensor) -> Tensor:
+        return x.sort(dim=1).values  # token ids follow the numbers' order
+
+
+@register_task
+class Summation(Task):
+    """n digits from 1-9; the answer is their sum mod 10, one digit. (The paper writes
+    "Compute: 3 + 7 + .. ."; we leave out the plus signs, which carry no information.)"""
+
+    name, symbols, train_max_size = "summation", tuple("0123456789"), 8
+
+    def answer_length(self, n: int) -> int:
+        return 1
+
+    def inputs(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        return torch.randint(1, 10, (batch_size, n), generator=generator) + N_SPECIAL
+
+    def target(self, x: Tensor) -> Tensor:
+        return (_digits(x).sum(dim=1, keepdim=True) % 10) + N_SPECIAL
+
+
+@register_task
+class Parity(Task):
+    """n bits; the answer says whether the number of ones is even. (The paper asks "Is the number
+    of 1's even in [ 1, 0, .. ]?" and answers Yes or No.)"""
+
+    name, symbols, train_max_size = "parity", ("0", "1", "even", "odd"), 8
+
+    def answer_length(self, n: int) -> int:
+        return 1
+
+    def inputs(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
+        return torch.randint(0, 2, (batch_size, n), generator=generator) + N_SPECIAL
+
+    def target(self, x: Tensor) -> Tensor:
+        odd = _digits(x).sum(dim=1, keepdim=True) % 2
+        return N_SPECIAL + 2 + odd  # "even" or "odd"
+
+
+@register_task
+class Polynomial(Task):
+    """Evaluate n terms c * x^d at x, with c in -3..3, d in 0..3, x in -2..2; the answer is the
+    value mod 10, one digit. Prompt: x, then each term as (coefficient, degree) tokens. (The
+    paper writes "Evaluate at x = 2 in c * x ** d + .."; ours keeps the same numbers, fewer tokens.)"""
+
+    name, train_max_size = "polynomial", 8
+    symbols = (
+        *(f"x={v}" for v in range(-2, 3)),
+        *(f"{c:+d}" for c in range(-3, 4)),
+        *(f"^{d}" for d in range(4)),
+        *(str(i) for i in range(10)),
+    )
+
+    def prompt_length(self, n: int) -> int:
+        return 2 * n + 1
+
+    def answer_length(self, n: int) -> int:
+        return 1
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        x = torch.randint(-2, 3, (batch_size, 1), generator=generator)
+        c = torch.randint(-3, 4, (batch_size, n), generator=generator)
+        d = torch.randint(0, 4, (batch_size, n), generator=generator)
+        value = (c * x**d).sum(dim=1, keepdim=True) % 10  # Python's (and torch's) mod: in 0..9
+        terms = torch.stack([c + 3 + 5, d + 12], dim=2).flatten(1)  # symbols: 5 x's, 7 coefficients, 4 degrees
+        return torch.cat([x + 2, terms], dim=1) + N_SPECIAL, value + 16 + N_SPECIAL
+
+
+@register_task
+class LEGO(Task):
+    """A chain of n variables, the first +1 or -1 and each next + or - the one before, written as
+    clauses [variable, sign, operand] in shuffled order, then a query on a variable in the second
+    half of the chain; the answer is its sign. (The paper: "If a = +1, b = - a, .. Then, what is
+    the value of q?" with the answer +1 or -1.) Variables are letters, drawn afresh per sequence."""
+
+    name, train_max_size, max_size = "lego", 8, 26
+    symbols = (*"abcdefghijklmnopqrstuvwxyz", "+", "-", "1")
+
+    def prompt_length(self, n: int) -> int:
+        return 3 * n + 1
+
+    def answer_length(self, n: int) -> int:
+        return 1
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        plus, minus, one = (N_SPECIAL + 26 + i for i in range(3))
+        names = torch.rand(batch_size, 26, generator=generator).argsort(dim=1)[:, :n] + N_SPECIAL  # chain order
+        negate = torch.randint(0, 2, (batch_size, n), generator=generator)
+        value = torch.cumprod(1 - 2 * negate, dim=1)  # +1 or -1: the root's sign, then each link's
+        operand = torch.cat([torch.full((batch_size, 1), one), names[:, :-1]], dim=1)
+        clauses = torch.stack([names, torch.where(negate.bool(), minus, plus), operand], dim=2)  # (B, n, 3)
+        shuffle = torch.rand(batch_size, n, generator=generator).argsort(dim=1)
+        clauses = clauses.gather(1, shuffle[:, :, None].expand(-1, -1, 3)).flatten(1)
+        query = torch.randint(n // 2, n, (batch_size, 1), generator=generator)  # the second half of the chain
+        answer = torch.where(value.gather(1, query) > 0, plus, minus)
+        return torch.cat([clauses, names.gather(1, query)], dim=1), answer
+
+
 def get_task(name: str) -> Task:
     if name not in TASKS:
         raise _unknown("task", name, TASKS)
@@ -190,6 +342,7 @@ class Batch:
 def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """`batch_size` sequences of size n: tokens (B, T) = [BOS, prompt, SEP, answer, EOS], and which
     tokens are scored targets, (T,) bool (the same for every sequence of one size)."""
+    task.check_size(n)
     prompt, answer = task.sample(n, batch_size, generator)
     P, A = task.prompt_length(n), task.answer_length(n)
     if prompt.shape != (batch_size, P) or answer.shape != (batch_size, A):
@@ -1813,11 +1966,28 @@ def sinusoidal_ablation(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     ]
 
 
+PAPER_TASKS = ("addition", "sorting", "summation", "parity", "polynomial", "lego")
+
+
+def task_grid(
+    task: str, encodings: Sequence[str] | None = None, seeds: Sequence[int] = range(3), **overrides: Any
+) -> list[RunConfig]:
+    """One task's runs as the paper splits it: sizes up to the task's L for training, evaluation
+    at every size up to 3L (or the task's largest), seed-major."""
+    t = get_task(task)
+    top = 3 * t.train_max_size if t.max_size is None else min(3 * t.train_max_size, t.max_size)
+    settings = {"train_max_len": t.train_max_size, "eval_max_len": top, **overrides}
+    encodings = encoding_names() if encodings is None else encodings
+    return [make_run(task, e, s, **settings) for s in seeds for e in encodings]
+
+
 # Named sets of runs for the command line (`sweep --grid NAME`), each with its own results folder
 # under results/ (the ablations are kept apart from the main grid).
 GRIDS: dict[str, tuple[Callable[[], list[RunConfig]], str]] = {
     "main": (lambda: grid(), "."),
     "sinusoidal-ablation": (sinusoidal_ablation, "ablations/sinusoidal"),
+    "paper-tasks": (lambda: [c for t in PAPER_TASKS for c in task_grid(t)], "."),  # task by task
+    **{t: (lambda t=t: task_grid(t), ".") for t in PAPER_TASKS},
 }
 
 
