@@ -2136,6 +2136,7 @@ def sweep(
             "started": started,
             "wall_s": round(time.perf_counter() - t0, 1),
             "runs": len(configs),
+            "tasks": sorted({c.task for c in configs}),
             "trained": len(todo),
             "workers": workers,
             "executor": None if own else type(executor).__name__,
@@ -2166,6 +2167,23 @@ def load_grid(
             "run `make study` or `python -m lengen_helpers sweep` to train them"
         )
     return [read_record(record_path(Path(results_dir), c)) for c in configs]
+
+
+def load_available(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR):
+    """(the records of `configs` that exist, the names of those that do not): for a report on a
+    grid still being trained."""
+    have = [c for c in configs if record_path(Path(results_dir), c).exists()]
+    return [read_record(record_path(Path(results_dir), c)) for c in have], [c.name for c in configs if c not in have]
+
+
+def learned_in_distribution(df, bar: float = 0.9):
+    """Per task: the best encoding's mean exact match (over seeds) at the training sizes, and whether
+    it reaches `bar` (the study's test of whether a task is learned at all)."""
+    import pandas as pd
+
+    top = df["task"].map(lambda t: get_task(t).train_max_size)
+    best = df[df["n"] <= top].groupby(["task", "encoding"])["exact_match"].mean().groupby(level="task").max()
+    return pd.DataFrame({"best in-distribution exact match (%)": (100 * best).round(1), "learned": best >= bar})
 
 
 def exact_match_frame(records: Sequence[dict[str, Any]]):
@@ -2317,15 +2335,26 @@ def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = 
     return fig
 
 
-def reciprocal_ranks(df, test_lengths: Sequence[int] = range(17, 33)):
+def test_rows(df, test_lengths: Sequence[int] | None = range(17, 33)):
+    """The rows of `df` at the test lengths: `test_lengths` for every task, or with None each
+    task's own, L+1 to 2L for its training length L (17-32 for copy and reverse, 9-16 for the
+    paper's other tasks)."""
+    if test_lengths is not None:
+        return df[df["n"].isin(list(test_lengths))]
+    top = df["task"].map(lambda t: get_task(t).train_max_size)
+    return df[(df["n"] > top) & (df["n"] <= 2 * top)]
+
+
+def reciprocal_ranks(df, test_lengths: Sequence[int] | None = range(17, 33)):
     """One row per (task, seed) column, one column per encoding: 1 / rank of the encoding's mean
-    exact match over `test_lengths` in that column (1 = best; ties share the average rank)."""
-    test = df[df["n"].isin(list(test_lengths))]
-    acc = test.groupby(["task", "seed", "encoding"])["exact_match"].mean().unstack("encoding")
+    exact match over the test lengths in that column (1 = best; ties share the average rank).
+    A column that lacks an encoding (a grid still being trained) is left out: it cannot rank them all."""
+    acc = test_rows(df, test_lengths).groupby(["task", "seed", "encoding"])["exact_match"].mean().unstack("encoding")
+    acc = acc.dropna()
     return 1.0 / acc.rank(axis=1, ascending=False, method="average")
 
 
-def mean_reciprocal_rank(df, test_lengths: Sequence[int] = range(17, 33)):
+def mean_reciprocal_rank(df, test_lengths: Sequence[int] | None = range(17, 33)):
     """The paper's aggregate: each encoding's reciprocal rank averaged over the (task, seed) columns."""
     return reciprocal_ranks(df, test_lengths).mean().sort_values(ascending=False).rename("mean reciprocal rank")
 
@@ -2343,7 +2372,7 @@ def bootstrap_means(units, n_boot: int = 10000, seed: int = 0) -> np.ndarray:
     return values[draws].mean(axis=1)
 
 
-def mrr_units(df, unit: str, test_lengths: Sequence[int] = range(17, 33)):
+def mrr_units(df, unit: str, test_lengths: Sequence[int] | None = range(17, 33)):
     """The rows a bootstrap of the mean reciprocal rank resamples: unit="column", one row per
     (task, seed) column; unit="seed", one row per seed (its columns on every task, averaged)."""
     rr = reciprocal_ranks(df, test_lengths)
@@ -2411,10 +2440,10 @@ def ranking_claims(
     return out
 
 
-def accuracy_units(df, task: str, test_lengths: Sequence[int] = range(17, 33)):
-    """One row per seed, one column per encoding: mean exact match over `test_lengths` on `task`
+def accuracy_units(df, task: str, test_lengths: Sequence[int] | None = range(17, 33)):
+    """One row per seed, one column per encoding: mean exact match over the test lengths on `task`
     (the units of a per-task bootstrap)."""
-    test = df[(df["task"] == task) & df["n"].isin(list(test_lengths))]
+    test = test_rows(df[df["task"] == task], test_lengths)
     return test.groupby(["seed", "encoding"])["exact_match"].mean().unstack("encoding")
 
 
@@ -2424,10 +2453,24 @@ def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope:
     return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
 
 
+def paper_figures(path: Path | None = None) -> dict[str, Any]:
+    """The paper's published numbers, as quoted in results/published/paper.json."""
+    return json.loads(Path(path or PUBLISHED_DIR / "paper.json").read_text())
+
+
+def paper_test_accuracy(tasks: Sequence[str]):
+    """The paper's test exact match (mean of 3 seeds) for those of `tasks` it reports: (encoding x task)."""
+    import pandas as pd
+
+    paper = paper_figures()
+    every = paper["ood_exact_match_mean_of_3_seeds"] | paper["ood_exact_match_other_tasks"]
+    return pd.DataFrame({t: every[t] for t in tasks if t in every})
+
+
 def paper_rankings(path: Path | None = None) -> dict[str, list[str]]:
     """The paper's order of the encodings (best first): per task from its copy and reverse test exact
     match, and over its ten tasks from its mean reciprocal rank."""
-    paper = json.loads(Path(path or PUBLISHED_DIR / "paper.json").read_text())
+    paper = paper_figures(path)
     order = lambda d: sorted(d, key=d.get, reverse=True)  # noqa: E731
     out = {task: order(v) for task, v in paper["ood_exact_match_mean_of_3_seeds"].items()}
     out["ten tasks (MRR)"] = order(paper["mean_reciprocal_rank_no_scratchpad"])
@@ -2623,7 +2666,9 @@ def sweep_log(results_dir: str | Path = RESULTS_DIR):
 
     path = Path(results_dir) / "sweeps.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    df = pd.DataFrame(rows, columns=["started", "wall_s", "runs", "trained", "workers", "cpus", "training_revision"])
+    df = pd.DataFrame(
+        rows, columns=["started", "wall_s", "runs", "tasks", "trained", "workers", "cpus", "training_revision"]
+    )
     df["wall_min"] = df["wall_s"] / 60
     return df
 

@@ -277,3 +277,23 @@ def test_setting_changes_name_what_a_run_changes_from_the_grid():
         "grid settings": 16,
         "scale_embeddings=True": 18,
     }
+
+
+def test_each_task_is_ranked_at_its_own_test_sizes_and_incomplete_columns_are_left_out():
+    def rec(task, encoding, seed, em):
+        r = fake_record(task, encoding, seed, em)
+        r["config"] = L.task_grid(task, [encoding], [seed])[0].to_dict() if task != "copy" else r["config"]
+        return r
+
+    # on addition (L = 8, tested at 9-16) rope beats nope; on copy (tested at 17-32) nope beats rope
+    recs = [rec("addition", "nope", 0, curve(8)), rec("addition", "rope", 0, curve(12)),
+            rec("copy", "nope", 0, curve(20)), rec("copy", "rope", 0, curve(16)), rec("copy", "nope", 1, curve(20))]
+    df = L.exact_match_frame(recs)
+    assert set(L.test_rows(df, None).query("task == 'addition'")["n"]) == set(range(9, 17))
+    rr = L.reciprocal_ranks(df, None)
+    assert list(rr.index) == [("addition", 0), ("copy", 0)]  # copy seed 1 lacks rope: left out
+    assert rr.loc[("addition", 0), "rope"] == 1.0 and rr.loc[("copy", 0), "nope"] == 1.0
+    learned = L.learned_in_distribution(df)
+    assert learned["learned"].all() and learned.loc["addition", "best in-distribution exact match (%)"] == 100.0
+    recs, missing = L.load_available(L.task_grid("parity", ["nope"], [7]), results_dir="/nonexistent")
+    assert recs == [] and missing == ["parity-nope-s7"]
