@@ -55,6 +55,54 @@ def _unknown(kind: str, name: str, valid: Iterable[str]) -> ValueError:
     return ValueError(f"unknown {kind} {name!r}; valid choices: {', '.join(sorted(valid))}")
 
 
+# Config fields state their valid range where they are declared (`ranged`), and every config checks
+# its fields when it is made (`check_ranges`): a bad setting fails before any compute is spent.
+
+
+def ranged(
+    default: Any, low: float | None = None, high: float | None = None, *, above: bool = False, below: bool = False
+) -> Any:
+    """A dataclass field whose value must lie in [low, high]; `above` / `below` make an end open."""
+    return field(default=default, metadata={"range": (low, high, above, below)})
+
+
+def _describe_range(kind: str, low: float | None, high: float | None, above: bool, below: bool) -> str:
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if above else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"{'<' if below else '<='} {high:g}")
+    what = {"int": "an integer", "float": "a number", "bool": "True or False", "str": "a name"}[kind]
+    return what + (" " + " and ".join(parts) if parts else "")
+
+
+def check_ranges(config: Any) -> None:
+    """Raise a ValueError naming the field, its value and its valid range for the first field of
+    `config` (a dataclass) whose type or value is out of range."""
+    for f in dataclasses.fields(config):
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        if kind not in ("int", "float", "bool", "str"):
+            continue
+        value = getattr(config, f.name)
+        low, high, above, below = f.metadata.get("range", (None, None, False, False))
+        if kind == "bool":
+            ok = isinstance(value, bool)
+        elif kind == "str":
+            ok = isinstance(value, str)
+        else:
+            numeric = (int,) if kind == "int" else (int, float)
+            ok = isinstance(value, numeric) and not isinstance(value, bool) and math.isfinite(value)
+            if ok and low is not None:
+                ok = value > low if above else value >= low
+            if ok and high is not None:
+                ok = value < high if below else value <= high
+        if not ok:
+            raise ValueError(
+                f"{type(config).__name__}.{f.name}={value!r} is out of range; valid: "
+                f"{_describe_range(kind, low, high, above, below)}"
+            )
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. Vocabulary and tasks (notebook 01)
 # ---------------------------------------------------------------------------------------------
@@ -485,6 +533,11 @@ class PositionalEncoding(nn.Module):
         return None
 
     @property
+    def max_length(self) -> int | None:
+        """The most positions the encoding can represent (None: any number)."""
+        return None
+
+    @property
     def rotates_keys(self) -> bool:
         """True if `rotary` is overridden: keys then depend on position after their projection, so
         decoding must cache the keys themselves (KVCache), not the inputs they come from."""
@@ -567,6 +620,10 @@ class Learned(PositionalEncoding):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.table = nn.Embedding(cfg.max_positions, cfg.d_model)
+
+    @property
+    def max_length(self) -> int:
+        return self.cfg.max_positions
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         top = int(positions.max()) if positions.numel() else 0
@@ -791,26 +848,30 @@ class ModelConfig:
     """The study's model by default: d_model 64, 4 heads, 3 layers, d_ff 256, post-LN, no dropout."""
 
     encoding: str = "nope"
-    d_model: int = 64
-    n_heads: int = 4
-    n_layers: int = 3
-    d_ff: int = 256
+    d_model: int = ranged(64, 1)
+    n_heads: int = ranged(4, 1)
+    n_layers: int = ranged(3, 1)
+    d_ff: int = ranged(256, 1)
     pre_norm: bool = False
-    dropout: float = 0.0
-    max_positions: int = 128  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
-    rope_fraction: float = 1.0  # the paper rotated 0.25
-    scale_embeddings: bool = (
-        False  # token embeddings times sqrt(d_model), as in Vaswani et al. (notebook 04's ablation)
-    )
-    rope_base: float = 10000.0
-    t5_num_buckets: int = 32
-    t5_max_distance: int = 128
+    dropout: float = ranged(0.0, 0, 1, below=True)
+    max_positions: int = ranged(128, 1)  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
+    rope_fraction: float = ranged(1.0, 0, 1, above=True)  # the paper rotated 0.25
+    scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al. (notebook 04)
+    rope_base: float = ranged(10000.0, 1, above=True)
+    t5_num_buckets: int = ranged(32, 2)
+    t5_max_distance: int = ranged(128, 2)
 
     def __post_init__(self) -> None:
         if self.encoding not in ENCODINGS:
             raise _unknown("positional encoding", self.encoding, ENCODINGS)
+        check_ranges(self)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.t5_max_distance <= self.t5_num_buckets // 2:
+            raise ValueError(
+                f"t5_max_distance={self.t5_max_distance} must exceed half of t5_num_buckets "
+                f"({self.t5_num_buckets}): the exact buckets cover distances below it"
+            )
         if self.encoding == "rope":
             rotary_dims(self)
 
@@ -905,10 +966,25 @@ class DecoderOnlyLM(nn.Module):
         cache: a KVCache or InputCache (`new_cache`); idx then holds only the tokens not yet in it.
         """
         self._check_ids(idx)
+        B, T = idx.shape
+        for name, t in (("positions", positions), ("segments", segments)):
+            if t is not None and (t.dtype not in (torch.int64, torch.int32) or t.shape not in ((B, T), (T,))):
+                raise ValueError(
+                    f"{name} must be an integer tensor of shape ({B}, {T}) or ({T},), like the token "
+                    f"ids; got {t.dtype} {tuple(t.shape)}"
+                )
         return self._forward(idx, positions, segments, cache, return_internals)
 
     def _check_ids(self, idx: Tensor) -> None:
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.vocab_size):
+        """Token ids must be a non-empty (batch, length) integer tensor within the vocabulary."""
+        if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.dtype not in (torch.int64, torch.int32):
+            got = f"{idx.dtype} {tuple(idx.shape)}" if isinstance(idx, Tensor) else type(idx).__name__
+            raise ValueError(f"token ids must be an integer tensor of shape (batch, length); got {got}")
+        if idx.shape[0] == 0 or idx.shape[1] == 0:
+            raise ValueError(
+                f"token ids must hold at least one sequence of at least one token; got shape {tuple(idx.shape)}"
+            )
+        if int(idx.min()) < 0 or int(idx.max()) >= self.vocab_size:
             raise ValueError(f"token ids must lie in [0, {self.vocab_size}); got [{int(idx.min())}, {int(idx.max())}]")
 
     def _forward(
@@ -974,8 +1050,16 @@ class DecoderOnlyLM(nn.Module):
         feeds only the newest token (`step`); without it, every step re-runs the whole sequence so far.
         """
         self._check_ids(prompt)  # generated tokens are argmaxes over the vocabulary: valid by construction
+        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an integer >= 0; got {max_new_tokens!r}")
         B, P = prompt.shape
         total = P + max_new_tokens
+        limit = self.pos.max_length
+        if limit is not None and total - 1 > limit:  # the last token is never fed back
+            raise ValueError(
+                f"{P} prompt tokens + {max_new_tokens} new ones need {total - 1} positions, past the "
+                f"{self.config.encoding} encoding's {limit} (max_positions={limit})"
+            )
         out = torch.empty(B, total, dtype=torch.long, device=prompt.device)
         out[:, :P] = prompt
         step_logits = []
@@ -1278,6 +1362,14 @@ def exact_match_by_length(
 ) -> dict[int, float]:
     """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced)."""
     t = get_task(task)
+    lengths = list(lengths)
+    for name, value in (("n_per_length", n_per_length), ("batch_size", batch_size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    for n in lengths:
+        if not isinstance(n, int | np.integer) or isinstance(n, bool):
+            raise ValueError(f"lengths must be integers; got {n!r}")
+        t.check_size(int(n))
     was_training = model.training
     model.eval()
     out: dict[int, float] = {}
@@ -1638,24 +1730,37 @@ class RunConfig:
 
     task: str = "copy"
     model: ModelConfig = field(default_factory=ModelConfig)  # model.encoding names the encoding
-    seed: int = 0
-    train_min_len: int = 1
-    train_max_len: int = 16
-    batch_size: int = 64
-    steps: int = 5000
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    warmup_steps: int = 250  # linear warm-up, then cosine decay to zero
-    grad_clip: float = 1.0
-    eval_max_len: int = 48
-    eval_per_length: int = 256
-    eval_seed: int = 1234  # apart from the training seeds: the same test set for every model
+    seed: int = ranged(0, 0)
+    train_min_len: int = ranged(1, 1)
+    train_max_len: int = ranged(16, 1)
+    batch_size: int = ranged(64, 1)
+    steps: int = ranged(5000, 0)  # 0: an untrained baseline, evaluated and recorded as such
+    lr: float = ranged(1e-3, 0, above=True)
+    weight_decay: float = ranged(0.01, 0)
+    warmup_steps: int = ranged(250, 0)  # linear warm-up (at most `steps`), then cosine decay to zero
+    grad_clip: float = ranged(1.0, 0, above=True)
+    eval_max_len: int = ranged(48, 1)
+    eval_per_length: int = ranged(256, 1)
+    eval_seed: int = ranged(1234, 0)  # apart from the training seeds: the same test set for every model
     packed: bool = True  # pack sequences into rows; False: one per row, padded (same loss and gradients)
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
             self.model = ModelConfig(**self.model)
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"RunConfig.model must be a ModelConfig (or its dict); got {type(self.model).__name__}")
         task = get_task(self.task)  # raises on an unknown task
+        check_ranges(self)
+        if self.steps > 0 and self.warmup_steps > self.steps:
+            raise ValueError(
+                f"RunConfig.warmup_steps={self.warmup_steps} is out of range; valid: an integer "
+                f">= 0 and <= steps ({self.steps})"
+            )
+        if task.max_size is not None and self.eval_max_len > task.max_size:
+            raise ValueError(
+                f"RunConfig.eval_max_len={self.eval_max_len} is out of range; task {self.task!r} "
+                f"has sizes up to {task.max_size}"
+            )
         if not task.min_size <= self.train_min_len <= self.train_max_len <= self.eval_max_len:
             raise ValueError(
                 f"need {task.min_size} <= train_min_len ({self.train_min_len}) <= train_max_len ({self.train_max_len}) "
@@ -1727,7 +1832,10 @@ def make_model(config: RunConfig) -> DecoderOnlyLM:
 
 
 def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
-    """RunConfig from names; overrides may set RunConfig fields or ModelConfig fields."""
+    """RunConfig from names; overrides may set RunConfig fields or ModelConfig fields. A run of
+    fewer steps than the default warm-up warms up over all of them unless `warmup_steps` is given."""
+    if "steps" in overrides and "warmup_steps" not in overrides and isinstance(overrides["steps"], int):
+        overrides["warmup_steps"] = max(0, min(RunConfig.warmup_steps, overrides["steps"]))
     model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
     model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
     return RunConfig(task=task, model=ModelConfig(encoding=encoding, **model_kw), seed=seed, **overrides)
@@ -1932,6 +2040,7 @@ def _record(
         },
         "exact_match": {str(n): v for n, v in em.items()},
         "in_distribution_mean": float(np.mean(in_dist)),
+        "untrained_baseline": config.steps == 0,  # 0 steps: the model as initialised, evaluated
         **timings,
         "steps_per_s": (config.steps - resumed_from) / train_time if train_time > 0 else float("nan"),
         "train_tokens_per_s": state.tokens_seen / max(train_time, 1e-9) if resumed_from == 0 else None,
@@ -2710,6 +2819,9 @@ def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path 
 
 
 def inspection_batch(task: str, n: int, n_examples: int = 64) -> Batch:
+    """The inspection sequences of size n (drawn apart from training and evaluation)."""
+    if not isinstance(n_examples, int) or isinstance(n_examples, bool) or n_examples < 1:
+        raise ValueError(f"n_examples must be an integer >= 1; got {n_examples!r}")
     return single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, POINTER_SEED))
 
 
@@ -2836,6 +2948,11 @@ def draw_attention(
     import matplotlib.pyplot as plt
 
     model = load_model(task, encoding, seed, results_dir)
+    c = model.config
+    for name, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
+            valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
+            raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
     batch = inspection_batch(task, n, max(64, example + 1))
     head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
     q, k = on_target(task, n)
@@ -3364,15 +3481,46 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 # ---------------------------------------------------------------------------------------------
 
 
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= low, or argparse's one-line error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is out of range; valid: an integer >= {low}")
+        return value
+
+    return parse
+
+
+def _folder(text: str) -> Path:
+    """An argparse type: a folder that exists, or can be made, and can be written to."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not a folder")
+    existing = next((q for q in (path, *path.parents) if q.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} cannot be written to (its nearest existing folder is {existing})")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m lengen_helpers", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     tr = sub.add_parser("train", help="train and evaluate one run, saving its record (and weights)")
     tr.add_argument("--task", required=True, choices=sorted(TASKS))
     tr.add_argument("--encoding", required=True, choices=sorted(ENCODINGS))
-    tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--steps", type=int, default=RunConfig.steps)
-    tr.add_argument("--results", type=Path, default=RESULTS_DIR)
+    tr.add_argument("--seed", type=_int_at_least(0), default=0)
+    tr.add_argument(
+        "--steps",
+        type=_int_at_least(0),
+        default=RunConfig.steps,
+        help="training steps (0: an untrained baseline); the warm-up is 250 steps, or all of them if fewer",
+    )
+    tr.add_argument("--results", type=_folder, default=RESULTS_DIR)
     sw = sub.add_parser("sweep", help="run the grid's missing runs (resumable)")
     sw.add_argument(
         "--grid",
@@ -3385,33 +3533,51 @@ def main(argv: Sequence[str] | None = None) -> None:
     sw.add_argument(
         "--encodings", nargs="+", default=None, choices=sorted(ENCODINGS), help="default: every registered encoding"
     )
-    sw.add_argument("--seeds", nargs="+", type=int, default=list(range(5)))
-    sw.add_argument("--steps", type=int, default=RunConfig.steps)
-    sw.add_argument("--workers", type=int, default=None, help="processes (default: one per core)")
-    sw.add_argument("--results", type=Path, default=RESULTS_DIR)
+    sw.add_argument("--seeds", nargs="+", type=_int_at_least(0), default=list(range(5)))
+    sw.add_argument("--steps", type=_int_at_least(0), default=RunConfig.steps)
+    sw.add_argument("--workers", type=_int_at_least(1), default=None, help="processes (default: one per core)")
+    sw.add_argument("--results", type=_folder, default=RESULTS_DIR)
     sw.add_argument("--scheduler", default=None, help="a Dask scheduler address, to run on a cluster")
     bt = sub.add_parser("bench-train", help="our training step vs GPT2LMHeadModel, and FLOP/s vs matmul peak")
-    bt.add_argument("--steps", type=int, default=20)
-    bt.add_argument("--repeats", type=int, default=5)
+    bt.add_argument("--steps", type=_int_at_least(1), default=20)
+    bt.add_argument("--repeats", type=_int_at_least(1), default=5)
     bt.add_argument("--out", type=Path, default=BENCH_DIR / "training.json")
     bk = sub.add_parser("bench-kv", help="greedy generation: cached vs uncached, ours vs GPT2LMHeadModel.generate")
-    bk.add_argument("--runs", type=int, default=3, help="independent runs, each in a fresh process")
-    bk.add_argument("--repeats", type=int, default=5, help="rounds inside each run")
+    bk.add_argument("--runs", type=_int_at_least(1), default=3, help="independent runs, each in a fresh process")
+    bk.add_argument("--repeats", type=_int_at_least(1), default=5, help="rounds inside each run")
     bk.add_argument("--out", type=Path, default=BENCH_DIR / "kv_cache.json")
     args = p.parse_args(argv)
 
     if args.cmd == "train":
-        cfg = make_run(args.task, args.encoding, args.seed, steps=args.steps)
+        try:  # a setting out of range is a usage error, reported before any work
+            cfg = make_run(
+                args.task,
+                args.encoding,
+                args.seed,
+                steps=args.steps,
+                warmup_steps=min(RunConfig.warmup_steps, args.steps),
+            )
+        except ValueError as e:
+            p.error(str(e))
         rec = run_and_save(cfg, args.results, progress=True)
+        first_test = str(cfg.train_max_len + 1)
+        untrained = " (an untrained baseline: 0 steps)" if cfg.steps == 0 else ""
         print(
-            f"{cfg.name}: in-distribution {rec['in_distribution_mean']:.3f}, "
-            f"n=17 {rec['exact_match']['17']:.3f}, {rec['wall_time_s']:.0f} s -> {record_path(args.results, cfg)}"
+            f"{cfg.name}{untrained}: in-distribution {rec['in_distribution_mean']:.3f}, "
+            f"n={first_test} {rec['exact_match'].get(first_test, float('nan')):.3f}, {rec['wall_time_s']:.0f} s "
+            f"-> {record_path(args.results, cfg)}"
         )
     elif args.cmd == "sweep":
         make_configs, subdir = GRIDS[args.grid]
-        configs = (
-            grid(args.tasks, args.encodings, args.seeds, steps=args.steps) if args.grid == "main" else make_configs()
-        )
+        try:
+            warmup = min(RunConfig.warmup_steps, args.steps)
+            configs = (
+                grid(args.tasks, args.encodings, args.seeds, steps=args.steps, warmup_steps=warmup)
+                if args.grid == "main"
+                else make_configs()
+            )
+        except ValueError as e:
+            p.error(str(e))
         results = Path(args.results) / subdir
         t0 = time.perf_counter()
         todo = sum(not record_path(results, c).exists() for c in configs)

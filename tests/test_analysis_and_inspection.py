@@ -286,8 +286,13 @@ def test_each_task_is_ranked_at_its_own_test_sizes_and_incomplete_columns_are_le
         return r
 
     # on addition (L = 8, tested at 9-16) rope beats nope; on copy (tested at 17-32) nope beats rope
-    recs = [rec("addition", "nope", 0, curve(8)), rec("addition", "rope", 0, curve(12)),
-            rec("copy", "nope", 0, curve(20)), rec("copy", "rope", 0, curve(16)), rec("copy", "nope", 1, curve(20))]
+    recs = [
+        rec("addition", "nope", 0, curve(8)),
+        rec("addition", "rope", 0, curve(12)),
+        rec("copy", "nope", 0, curve(20)),
+        rec("copy", "rope", 0, curve(16)),
+        rec("copy", "nope", 1, curve(20)),
+    ]
     df = L.exact_match_frame(recs)
     assert set(L.test_rows(df, None).query("task == 'addition'")["n"]) == set(range(9, 17))
     rr = L.reciprocal_ranks(df, None)

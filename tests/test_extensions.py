@@ -139,7 +139,7 @@ def test_the_sweep_sends_classes_defined_in_main_to_fresh_worker_processes(tmp_p
     namespace = {"__name__": "__main__"}  # as a notebook cell or a script's __main__ defines it
     exec(MAIN_CLASS, namespace)
     assert namespace["Quarter"].__module__ == "__main__" and "quarter" in L.ENCODINGS
-    cfg = tiny("copy", "quarter", steps=3)
+    cfg = tiny("copy", "quarter", steps=3, warmup_steps=1)
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(method)) as pool:
         (rec,) = L.sweep([cfg], tmp_path, executor=pool, progress=False)
     assert rec["config"]["model"]["encoding"] == "quarter"
