@@ -22,7 +22,10 @@ CONFIG_CASES = [
     (lambda: L.make_run("copy", "nope", lr=-1.0), r"RunConfig.lr=-1.0 is out of range; valid: a number > 0"),
     (lambda: L.make_run("copy", "nope", lr=float("nan")), r"RunConfig.lr=nan is out of range"),
     (lambda: L.make_run("copy", "nope", eval_per_length=0), r"RunConfig.eval_per_length=0 .* >= 1"),
-    (lambda: L.make_run("copy", "nope", steps=100, warmup_steps=250), r"RunConfig.warmup_steps=250 .* <= steps \(100\)"),
+    (
+        lambda: L.make_run("copy", "nope", steps=100, warmup_steps=250),
+        r"RunConfig.warmup_steps=250 .* <= steps \(100\)",
+    ),
     (lambda: L.make_run("copy", "nope", steps=-5), r"RunConfig.steps=-5 is out of range; valid: an integer >= 0"),
     (lambda: L.make_run("copy", "nope", seed=-1), r"RunConfig.seed=-1 .* >= 0"),
     (lambda: L.make_run("copy", "nope", seed=1.5), r"RunConfig.seed=1.5 .* an integer"),
