@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -175,11 +176,24 @@ class Task:
         index = {name: i for i, name in enumerate(SPECIAL_TOKENS + tuple(self.symbols))}
         return torch.tensor([index[name] for name in names])
 
+    def has_size(self, n: int) -> bool:
+        """Whether the task can draw size n."""
+        return self.min_size <= n and (self.max_size is None or n <= self.max_size)
+
+    def sizes(self, low: int, high: int) -> list[int]:
+        """The sizes from low to high that the task can draw."""
+        return [n for n in range(low, high + 1) if self.has_size(n)]
+
+    def size_weights(self, sizes: Sequence[int]) -> Tensor | None:
+        """How often training draws each of `sizes`, relative to the others; None: uniformly."""
+        return None
+
     def check_size(self, n: int) -> None:
         """Raise a ValueError naming the valid sizes if the task cannot draw size n."""
-        top = "" if self.max_size is None else f" to {self.max_size}"
-        if n < self.min_size or (self.max_size is not None and n > self.max_size):
-            raise ValueError(f"task {self.name!r} has sizes {self.min_size}{top or ' and up'}; got size {n}")
+        if not self.has_size(n):
+            top = "" if self.max_size is None else f" to {self.max_size}"
+            gaps = "" if n < self.min_size or (self.max_size and n > self.max_size) else " (not every size between)"
+            raise ValueError(f"task {self.name!r} has sizes {self.min_size}{top or ' and up'}{gaps}; got size {n}")
 
 
 TASKS: dict[str, type[Task]] = {}
@@ -358,6 +372,105 @@ class LEGO(Task):
         return torch.cat([clauses, names.gather(1, query)], dim=1), answer
 
 
+# SCAN (Lake and Baroni 2018), generated from its phrase-structure grammar and interpreted by its
+# rules: every one of its 20,910 commands, grouped by the length of its action sequence.
+
+SCAN_ACTIONS = {"walk": "I_WALK", "look": "I_LOOK", "run": "I_RUN", "jump": "I_JUMP"}
+SCAN_TURNS = {"left": "I_TURN_LEFT", "right": "I_TURN_RIGHT"}
+
+
+def scan_interpret(command: str) -> list[str]:
+    """SCAN's interpretation: a command (a string of the grammar) -> its action sequence.
+    C -> S and S | S after S | S;  S -> V twice | V thrice | V;  V -> D[1] opposite D[2] |
+    D[1] around D[2] | D | U;  D -> U left | U right | turn left | turn right;  U -> walk | look | run | jump."""
+    words = command.split()
+    for conjunction in ("and", "after"):
+        if conjunction in words:
+            i = words.index(conjunction)
+            first, second = scan_interpret(" ".join(words[:i])), scan_interpret(" ".join(words[i + 1 :]))
+            return first + second if conjunction == "and" else second + first
+    times = {"twice": 2, "thrice": 3}.get(words[-1], 1)
+    words = words[:-1] if times > 1 else words
+    if len(words) == 1:
+        return [SCAN_ACTIONS[words[0]]] * times  # U
+    act = [] if words[0] == "turn" else [SCAN_ACTIONS[words[0]]]
+    if len(words) == 2:
+        return ([SCAN_TURNS[words[1]]] + act) * times  # D: turn, then act
+    mode, turn = words[1], SCAN_TURNS[words[2]]
+    if mode == "opposite":
+        return ([turn, turn] + act) * times  # turn back, then act
+    if mode == "around":
+        return ([turn] + act) * 4 * times  # four quarter turns, acting after each
+    raise ValueError(f"not a SCAN command: {command!r}")
+
+
+def scan_commands() -> list[str]:
+    """Every command the grammar generates (20,910), in a fixed order."""
+    doers = [*SCAN_ACTIONS, "turn"]
+    v = [
+        *SCAN_ACTIONS,
+        *(f"{u} {d}" for u in doers for d in SCAN_TURNS),
+        *(f"{u} {m} {d}" for u in doers for m in ("opposite", "around") for d in SCAN_TURNS),
+    ]
+    s = [*v, *(f"{x} {t}" for x in v for t in ("twice", "thrice"))]
+    return [*s, *(f"{a} {c} {b}" for c in ("and", "after") for a in s for b in s)]
+
+
+@register_task
+class SCAN(Task):
+    """SCAN's length split: a command and its action sequence, the size being the number of actions
+    (train on up to 25, test on 26-48, as the paper re-split it, so no test command is ever trained
+    on). Commands (1-9 words) are padded with "_" to 9 tokens. Training draws sizes in proportion
+    to how many commands they have: uniform over commands, as training on the set of them."""
+
+    name, train_max_size, max_size = "scan", 25, 48
+    words = (
+        "walk",
+        "look",
+        "run",
+        "jump",
+        "turn",
+        "left",
+        "right",
+        "opposite",
+        "around",
+        "twice",
+        "thrice",
+        "and",
+        "after",
+    )
+    symbols = (*words, "_", *SCAN_ACTIONS.values(), *SCAN_TURNS.values())
+    max_words = 9
+
+    def prompt_length(self, n: int) -> int:
+        return self.max_words
+
+    def has_size(self, n: int) -> bool:
+        return n in _scan_by_size()
+
+    def size_weights(self, sizes: Sequence[int]) -> Tensor:
+        return torch.tensor([float(len(_scan_by_size()[n][0])) for n in sizes])
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        prompts, answers = _scan_by_size()[n]
+        pick = torch.randint(0, len(prompts), (batch_size,), generator=generator)
+        return prompts[pick], answers[pick]
+
+
+@functools.cache
+def _scan_by_size() -> dict[int, tuple[Tensor, Tensor]]:
+    """Every SCAN command as token ids, grouped by its number of actions: size -> (prompts, answers)."""
+    task = SCAN()
+    groups: dict[int, tuple[list, list]] = {}
+    for command in scan_commands():
+        words, actions = command.split(), scan_interpret(command)
+        prompt = task.encode(words + ["_"] * (task.max_words - len(words)))
+        groups.setdefault(len(actions), ([], []))
+        groups[len(actions)][0].append(prompt)
+        groups[len(actions)][1].append(task.encode(actions))
+    return {n: (torch.stack(p), torch.stack(a)) for n, (p, a) in sorted(groups.items())}
+
+
 def get_task(name: str) -> Task:
     if name not in TASKS:
         raise _unknown("task", name, TASKS)
@@ -389,7 +502,9 @@ class Batch:
 
 def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """`batch_size` sequences of size n: tokens (B, T) = [BOS, prompt, SEP, answer, EOS], and which
-    tokens are scored targets, (T,) bool (the same for every sequence of one size)."""
+    tokens are scored targets, (B, T) bool. An answer shorter than `answer_length(n)` (a task whose
+    answers vary within a size) ends in PAD: EOS then follows its last real token, and the PADs
+    after it are neither scored nor attended by anything scored."""
     task.check_size(n)
     prompt, answer = task.sample(n, batch_size, generator)
     P, A = task.prompt_length(n), task.answer_length(n)
@@ -399,9 +514,19 @@ def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generat
             f"({batch_size}, {A}); got {tuple(prompt.shape)} and {tuple(answer.shape)}"
         )
     col = lambda v: torch.full((batch_size, 1), v, dtype=torch.long)  # noqa: E731
-    scored = torch.zeros(P + A + 3, dtype=torch.bool)
-    scored[P + 2 :] = task.scored(n)
-    return torch.cat([col(BOS), prompt, col(SEP), answer, col(EOS)], dim=1), scored
+    tokens = torch.cat([col(BOS), prompt, col(SEP), answer, col(EOS)], dim=1)
+    scored = torch.zeros(batch_size, P + A + 3, dtype=torch.bool)
+    scored[:, P + 2 :] = task.scored(n)
+    real = answer != PAD
+    if not real.all():  # answers of several lengths: EOS after each one's last real token
+        if (real[:, 1:] & ~real[:, :-1]).any():
+            raise ValueError(f"task {task.name!r} at size {n}: PAD may only end an answer, not interrupt it")
+        eos = P + 2 + real.sum(dim=1, keepdim=True)  # (B, 1): where EOS goes
+        column = torch.arange(P + A + 3)
+        tokens = torch.where(column == eos, EOS, tokens)
+        tokens = torch.where(column > eos, PAD, tokens)
+        scored &= column <= eos
+    return tokens, scored
 
 
 def single_length_batch(task: Task, n: int, batch_size: int, generator: torch.Generator) -> Batch:
@@ -409,7 +534,7 @@ def single_length_batch(task: Task, n: int, batch_size: int, generator: torch.Ge
     tokens, scored = make_sequences(task, n, batch_size, generator)
     B, T = tokens.shape
     positions = torch.arange(T).expand(B, T)
-    return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), scored[1:].expand(B, T - 1))
+    return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), scored[:, 1:])
 
 
 def _draw_groups(lengths: Sequence[int]) -> dict[int, list[int]]:
@@ -426,8 +551,8 @@ def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generat
     out: list[tuple[Tensor, Tensor]] = [None] * len(lengths)  # type: ignore[list-item]
     for n, idx in _draw_groups(lengths).items():
         tokens, scored = make_sequences(task, n, len(idx), generator)
-        for row, i in zip(tokens, idx):
-            out[i] = (row, scored)
+        for row, row_scored, i in zip(tokens, scored, idx):
+            out[i] = (row, row_scored)
     return out
 
 
@@ -473,7 +598,7 @@ def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
     offset = torch.arange(len(seq)) - (torch.cumsum(length, 0) - length)[seq]
     dest = start[seq] + offset
     src = torch.cat([drawn[n][0].flatten() for n in groups])
-    scored = torch.cat([drawn[n][1].repeat(len(idx)) for n, idx in groups.items()])
+    scored = torch.cat([drawn[n][1].flatten() for n in groups])
     tokens = torch.full((rows * capacity,), PAD, dtype=torch.long).index_put_((dest,), src)
     positions = torch.zeros(rows * capacity, dtype=torch.long).index_put_((dest,), offset)
     segments = torch.full((rows * capacity,), -1, dtype=torch.long).index_put_((dest,), segment[seq])
@@ -1955,7 +2080,11 @@ def _train_run(
     train_time = time.perf_counter() - t_train
     t_eval = time.perf_counter()
     em = exact_match_by_length(
-        state.model, config.task, range(1, config.eval_max_len + 1), config.eval_per_length, config.eval_seed
+        state.model,
+        config.task,
+        get_task(config.task).sizes(1, config.eval_max_len),
+        config.eval_per_length,
+        config.eval_seed,
     )
     timings = {"wall_time_s": None, "train_time_s": train_time, "eval_time_s": time.perf_counter() - t_eval}
     record = _record(config, state, em, resumed_from, timings)
@@ -2025,7 +2154,7 @@ def _record(
     """The run's JSON record: config and hash, versions, loss curve, exact match, timings."""
     every = max(1, config.steps // 100)
     losses, train_time = state.losses, timings["train_time_s"]
-    in_dist = [em[n] for n in range(config.train_min_len, config.train_max_len + 1)]
+    in_dist = [em[n] for n in get_task(config.task).sizes(config.train_min_len, config.train_max_len)]
     return {
         "name": config.name,
         "config": config.to_dict(),
@@ -2587,8 +2716,15 @@ def paper_rankings(path: Path | None = None) -> dict[str, list[str]]:
 
 
 def training_lengths(cfg: RunConfig, generator: torch.Generator) -> list[int]:
-    """The input lengths of one training batch: batch_size draws, uniform in [train_min_len, train_max_len]."""
-    return torch.randint(cfg.train_min_len, cfg.train_max_len + 1, (cfg.batch_size,), generator=generator).tolist()
+    """The sizes of one training batch: batch_size draws, uniform in [train_min_len, train_max_len]
+    unless the task weighs its sizes (`Task.size_weights`)."""
+    task = get_task(cfg.task)
+    sizes = task.sizes(cfg.train_min_len, cfg.train_max_len)
+    weights = task.size_weights(sizes)
+    if weights is None:
+        return torch.randint(cfg.train_min_len, cfg.train_max_len + 1, (cfg.batch_size,), generator=generator).tolist()
+    draws = torch.multinomial(weights.double(), cfg.batch_size, replacement=True, generator=generator)
+    return [sizes[i] for i in draws.tolist()]
 
 
 def training_inputs(cfg: RunConfig, max_len: int) -> dict[int, set[tuple[int, ...]]]:

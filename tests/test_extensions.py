@@ -68,7 +68,7 @@ def test_a_task_with_its_own_vocabulary_and_answer_length_trains_packs_and_evalu
     tokens, scored = L.make_sequences(task, 3, 2, torch.Generator().manual_seed(0))
     assert tokens.shape == (2, 12) and task.decode(tokens[0])[:1] == ["<s>"] and tokens[:, 1:4].max() < task.vocab_size
     assert torch.equal(tokens[:, 5:11], tokens[:, 1:4].repeat_interleave(2, dim=1))
-    assert scored.tolist() == [False] * 5 + [True] * 7  # the answer (6 tokens) and EOS
+    assert scored.tolist() == [[False] * 5 + [True] * 7] * 2  # the answer (6 tokens) and EOS, in every row
 
     cfg = tiny("double", "learned", train_max_len=3, eval_max_len=5)
     packed = L.training_batch(task, cfg, torch.Generator().manual_seed(1))
@@ -84,6 +84,53 @@ def test_a_task_with_its_own_vocabulary_and_answer_length_trains_packs_and_evalu
     trained.load_state_dict(torch.load(L.weights_path(tmp_path, cfg), weights_only=True))
     check, _ = L.check_exact_match(trained.eval(), "double", task="double", lengths=(2, 4), n=32)
     assert check.passed  # one teacher-forced pass equals greedy decoding for this task too
+
+
+class Evens(L.Task):
+    """A user's task whose answers vary in length within a size: the prompt's symbols that are even."""
+
+    name = "evens"
+
+    def target(self, x):
+        keep = (x - L.N_SPECIAL) % 2 == 0
+        order = torch.argsort((~keep).int(), dim=1, stable=True)  # kept symbols first, in order
+        return torch.where(keep.gather(1, order), x.gather(1, order), L.PAD)  # then PAD
+
+
+def test_answers_of_several_lengths_end_in_eos_and_are_scored_up_to_it():
+    L.register_task(Evens)
+    task = L.get_task("evens")
+    tokens, scored = L.make_sequences(task, 4, 64, torch.Generator().manual_seed(0))
+    for row, mask in zip(tokens, scored):
+        prompt = [int(t) for t in row[1:5]]
+        answer = [t for t in prompt if (t - L.N_SPECIAL) % 2 == 0]
+        end = 6 + len(answer)  # index of EOS
+        assert row[6:end].tolist() == answer and row[end] == L.EOS and (row[end + 1 :] == L.PAD).all()
+        assert mask.nonzero().flatten().tolist() == list(range(6, end + 1))  # the answer and EOS only
+    assert len({int(m.sum()) for m in scored}) > 1  # the lengths do vary
+    cfg = L.make_run("evens", "alibi", 0, train_max_len=6, eval_max_len=8)
+    packed = L.training_batch(task, cfg, torch.Generator().manual_seed(1))
+    padded = L.training_batch(task, cfg, torch.Generator().manual_seed(1), packed=False)
+    model = L.make_model(cfg)
+    assert torch.allclose(L.batch_loss(model, packed), L.batch_loss(model, padded), atol=1e-6)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    check, _ = L.check_exact_match(model.eval(), "evens", task="evens", lengths=(1, 3, 6), n=64)
+    assert check.passed, check.row()
+
+
+def test_a_pad_inside_an_answer_is_refused():
+    class Holes(Evens):
+        name = "holes"
+
+        def target(self, x):
+            y = x.clone()
+            y[:, 0] = L.PAD
+            return y
+
+    with pytest.raises(ValueError, match="task 'holes' at size 3: PAD may only end an answer"):
+        L.make_sequences(Holes(), 3, 2, torch.Generator())
 
 
 def test_the_learned_table_check_counts_the_task_s_own_sequence_length():

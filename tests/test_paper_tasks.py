@@ -15,7 +15,7 @@ def drawn(name: str, n: int, batch: int = 200, seed: int = 0):
     task = L.get_task(name)
     tokens, scored = L.make_sequences(task, n, batch, torch.Generator().manual_seed(seed))
     P, A = task.prompt_length(n), task.answer_length(n)
-    assert tokens.shape == (batch, P + A + 3) and scored[P + 2 :].all() and not scored[: P + 2].any()
+    assert tokens.shape == (batch, P + A + 3) and scored[:, P + 2 :].all() and not scored[:, : P + 2].any()
     assert (tokens[:, 0] == L.BOS).all() and (tokens[:, P + 1] == L.SEP).all() and (tokens[:, -1] == L.EOS).all()
     assert int(tokens[:, 1 : P + 1].min()) >= L.N_SPECIAL and int(tokens.max()) < task.vocab_size
     prompts = [task.decode(row[1 : P + 1]) for row in tokens]
