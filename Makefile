@@ -3,12 +3,13 @@
 #               native CPU kernels, then portable ones)
 #   make study  install, then execute every notebook in place (trains only what results/ lacks)
 #   make test-fast   lint and the fast unit tests, for the edit-run loop
+#   make lab    open the notebooks in JupyterLab
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint format study sweep sync bench clean-venv
+.PHONY: install test test-fast test-browser lab lint format study sweep sync bench clean-venv
 
 install: $(STAMP)
 
@@ -31,6 +32,15 @@ test: install lint
 # the edit-run loop: lint and the unit tests that neither train nor start processes (under a minute)
 test-fast: install lint
 	$(BIN)/python -m pytest -m "not slow" tests
+
+# the explorer as a reader sees it: JupyterLab serves notebook 05, headless Chromium (Debian's
+# chromium package; .ci/run installs it) opens it, runs it and moves the widgets
+test-browser: install
+	$(BIN)/python -m pytest -s browser_tests
+
+# open the study in JupyterLab (widgets render; jupytext keeps each .ipynb and its .py in sync)
+lab: install
+	$(BIN)/jupyter lab --allow-root notebooks  # --allow-root: JupyterLab refuses root otherwise (containers, CI)
 
 lint: install
 	$(BIN)/ruff check .

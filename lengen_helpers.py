@@ -3160,7 +3160,9 @@ def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
 
 class AttentionExplorer:
     """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
-    the heatmap through `draw_attention` and shows greedy output against target."""
+    the heatmap through `draw_attention` and shows greedy output against target. It opens on the
+    pointer head of the chosen model and length (notebook 05's definition: the head with the most
+    attention on the right source), and the "pointer head" button jumps there after a change."""
 
     def __init__(
         self,
@@ -3168,6 +3170,7 @@ class AttentionExplorer:
         results_dir: str | Path = RESULTS_DIR,
         task: str = "reverse",
         encoding: str = "nope",
+        n: int = 16,
     ):
         import ipywidgets as w
 
@@ -3179,46 +3182,55 @@ class AttentionExplorer:
             "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
             "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
             "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
-            "n": w.IntSlider(value=16, min=1, max=48, description="length n"),
+            "n": w.IntSlider(value=n, min=1, max=48, description="length n"),
             "example": w.IntSlider(value=0, min=0, max=63, description="example"),
         }
-        self.output = w.Output()
-        self.widget = w.VBox(
-            [w.HBox(list(self.controls.values())[:3]), w.HBox(list(self.controls.values())[3:]), self.output]
-        )
+        self.jump = w.Button(description="pointer head", tooltip="jump to the pointer head at this length")
+        self.jump.on_click(lambda _button: self.to_pointer_head())
+        # the heatmap as a PNG in an Image widget and the text under it: each redraw replaces both
+        # values at once (an Output widget cleared and refilled from a callback can lose the figure)
+        self.image = w.Image(format="png", layout=w.Layout(width="630px"))
+        self.caption = w.HTML()
+        controls = list(self.controls.values())
+        self.widget = w.VBox([w.HBox([*controls[:3], self.jump]), w.HBox(controls[3:]), self.image, self.caption])
+        self.widget.add_class("lengen-explorer")
         self.last: dict[str, Any] = {}
+        self._quiet = True  # no redraw while the pointer head is being set
+        self.to_pointer_head()
         for c in self.controls.values():
-            c.observe(lambda _change: self.redraw(), names="value")
-        self.redraw()
+            c.observe(lambda _change: None if self._quiet else self.redraw(), names="value")
 
     def values(self) -> dict[str, Any]:
         return {k: c.value for k, c in self.controls.items()}
 
+    def to_pointer_head(self) -> None:
+        """Set layer and head to the pointer head of the chosen model at the chosen length, and redraw."""
+        v = self.values()
+        model = load_model(v["task"], v["encoding"], v["seed"], self.results_dir)
+        layer, head, _ = pointer_head(model, v["task"], v["n"])
+        self._quiet = True
+        self.controls["layer"].value, self.controls["head"].value = layer, head
+        self._quiet = False
+        self.redraw()
+
     def redraw(self) -> None:
-        import matplotlib.pyplot as plt
+        import html
+        import io
+
+        from matplotlib.figure import Figure
 
         v = self.values()
-        self.output.clear_output(wait=True)
-        with self.output:
-            fig, ax = plt.subplots(figsize=(7, 4.5))
-            drawn = draw_attention(
-                v["task"],
-                v["encoding"],
-                v["seed"],
-                v["layer"],
-                v["head"],
-                v["n"],
-                v["example"],
-                ax=ax,
-                results_dir=self.results_dir,
-            )
-            plt.show()
-            print(
-                f"target   {drawn['target']}\n"
-                f"generated {drawn['generated']}  ({'right' if drawn['correct'] else 'wrong'})"
-            )
-            plt.close(fig)
-        self.last = {**v, **drawn}
+        fig = Figure(figsize=(7, 4.5))  # not pyplot's: nothing is shown or kept open by accident
+        ax = fig.add_subplot()
+        args = (v["task"], v["encoding"], v["seed"], v["layer"], v["head"], v["n"], v["example"])
+        drawn = draw_attention(*args, ax=ax, results_dir=self.results_dir)
+        fig.tight_layout()
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=90)
+        verdict = "right" if drawn["correct"] else "wrong"
+        text = f"{ax.get_title()}\ntarget    {drawn['target']}\ngenerated {drawn['generated']}  ({verdict})"
+        self.image.value, self.caption.value = png.getvalue(), f"<pre>{html.escape(text)}</pre>"
+        self.last = {**v, **drawn, "title": ax.get_title()}
 
 
 def _jsd_rows(p: Tensor, q: Tensor) -> Tensor:

@@ -112,8 +112,11 @@ plt.show()
 # ## Explore
 #
 # Pick a task, encoding, seed, layer, head, length and example; the heatmap redraws, with the
-# model's greedy output under it. The cell after it draws one view with the same function, so the
-# figure is there without a running kernel.
+# model's greedy output under it. The explorer opens on the pointer head of the chosen model and
+# length (the head with the most attention on the right source), its score in the title; after a
+# change of model or length, the "pointer head" button jumps to that model's. Open the study with
+# `make lab` to use it. The cell after it draws one view with the same function, so the figure is
+# there without a running kernel.
 
 # %%
 # NBVAL_IGNORE_OUTPUT

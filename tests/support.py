@@ -1,6 +1,8 @@
 """Helpers the test modules share (not a test module: no test imports from another test)."""
 
+import re
 from concurrent.futures import Future
+from pathlib import Path
 
 import torch
 
@@ -48,3 +50,14 @@ class Inline:
         f = Future()
         f.set_result(fn(*args))
         return f
+
+
+def run_readme_example(heading: str) -> dict:
+    """Run the first Python block under a README heading as written (bar its training line,
+    `L.sweep(`); returns the names it defines."""
+    readme = (Path(L.__file__).parent / "README.md").read_text()
+    section = readme.split(f"## {heading}\n")[1].split("\n## ")[0]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {}
+    exec("\n".join(line for line in code.splitlines() if "L.sweep(" not in line), namespace)
+    return namespace

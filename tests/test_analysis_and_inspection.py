@@ -131,11 +131,26 @@ def test_explorer_redraws_when_controls_change(grid_weights):
     assert ex.last["n"] == 7 and ex.last["attention"].shape == (7, 16)
     ex.controls["encoding"].value = "rope"
     ex.controls["head"].value = 3
-    direct = L.draw_attention("reverse", "rope", 0, 0, 3, 7, results_dir=grid_weights)
+    direct = L.draw_attention("reverse", "rope", 0, ex.last["layer"], 3, 7, results_dir=grid_weights)
     assert ex.last["encoding"] == "rope" and ex.last["head"] == 3
     assert (ex.last["attention"] == direct["attention"]).all()
     assert len(ex.last["generated"]) == len(ex.last["target"]) == 8  # n symbols and EOS
     assert math.isclose(ex.last["on_target"], direct["on_target"])
+
+
+def test_explorer_opens_on_the_pointer_head_and_jumps_back_to_it(grid_weights):
+    pytest.importorskip("ipywidgets")
+    ex = L.AttentionExplorer(seeds=[0], results_dir=grid_weights, n=9)
+    model = L.load_model("reverse", "nope", 0, grid_weights)
+    layer, head, score = L.pointer_head(model, "reverse", 9)
+    assert (ex.last["layer"], ex.last["head"]) == (layer, head) and math.isclose(
+        ex.last["on_target"], score, abs_tol=1e-6
+    )
+    ex.controls["head"].value = (head + 1) % 4
+    ex.controls["encoding"].value = "rope"
+    ex.jump.click()
+    rope_layer, rope_head, _ = L.pointer_head(L.load_model("reverse", "rope", 0, grid_weights), "reverse", 9)
+    assert (ex.last["encoding"], ex.last["layer"], ex.last["head"]) == ("rope", rope_layer, rope_head)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from support import run_readme_example
 
 import lengen_helpers as L
 
@@ -154,37 +155,17 @@ def test_a_seventh_encoding_is_one_class_and_one_registry_entry():
 def test_the_readme_example_encoding_works_everywhere(monkeypatch):
     """The README's 'Adding a positional encoding' example runs as written (bar the training line),
     and the new encoding packs, caches and may opt into the shared relative bias."""
-    import re
-    from pathlib import Path
-
-    readme = (Path(L.__file__).parent / "README.md").read_text()
-    section = readme.split("## Adding a positional encoding")[1].split("\n## ")[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    code = "\n".join(line for line in code.splitlines() if "L.sweep(" not in line)
-    namespace: dict = {}
-    exec(code, namespace)
-    try:
-        model = namespace["model"].eval()
-        prompt = torch.randint(4, L.VOCAB_SIZE, (3, 7))
-        assert torch.equal(model.generate(prompt, 10), model.generate(prompt, 10, use_cache=False))
-        batch = L.packed_training_batch(L.get_task("copy"), [3, 9, 2, 12], torch.Generator().manual_seed(0))
-        general = L.batch_loss(model, batch)
-        monkeypatch.setattr(type(model.pos), "relative", True)
-        assert torch.allclose(L.batch_loss(model, batch), general, atol=1e-6)
-    finally:
-        L.ENCODINGS.pop("logbias", None)
+    model = run_readme_example("Adding a positional encoding")["model"].eval()
+    prompt = torch.randint(4, L.VOCAB_SIZE, (3, 7))
+    assert torch.equal(model.generate(prompt, 10), model.generate(prompt, 10, use_cache=False))
+    batch = L.packed_training_batch(L.get_task("copy"), [3, 9, 2, 12], torch.Generator().manual_seed(0))
+    general = L.batch_loss(model, batch)
+    monkeypatch.setattr(type(model.pos), "relative", True)
+    assert torch.allclose(L.batch_loss(model, batch), general, atol=1e-6)
 
 
 def test_the_readme_example_task_works_as_written():
-    import re
-    from pathlib import Path
-
-    readme = (Path(L.__file__).parent / "README.md").read_text()
-    section = readme.split("## Adding a task")[1].split("\n## ")[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    code = "\n".join(line for line in code.splitlines() if "L.sweep(" not in line)
-    namespace: dict = {}
-    exec(code, namespace)
+    namespace = run_readme_example("Adding a task")
     assert [c.name for c in namespace["configs"]] == ["double-nope-s0", "double-rope-s0"]
     task = L.get_task("double")
     batch = L.single_length_batch(task, 3, 4, torch.Generator().manual_seed(0))
