@@ -471,6 +471,102 @@ def _scan_by_size() -> dict[int, tuple[Tensor, Tensor]]:
     return {n: (torch.stack(p), torch.stack(a)) for n, (p, a) in sorted(groups.items())}
 
 
+# PCFG SET (Hupkes et al. 2020), at our scale: string functions composed into nested calls in
+# prefix notation, "append swap_first_last A1 B1 , repeat C2", and the answer the composition
+# evaluates to. The productivity split: train on up to 8 functions, test on more.
+
+PCFG_UNARY: dict[str, Callable[[list[str]], list[str]]] = {
+    "copy": lambda x: list(x),
+    "reverse": lambda x: x[::-1],
+    "shift": lambda x: x[1:] + x[:1],
+    "echo": lambda x: x + x[-1:],
+    "swap_first_last": lambda x: x[-1:] + x[1:-1] + x[:1] if len(x) > 1 else list(x),
+    "repeat": lambda x: x + x,
+}
+PCFG_BINARY: dict[str, Callable[[list[str], list[str]], list[str]]] = {
+    "append": lambda x, y: x + y,
+    "prepend": lambda x, y: y + x,
+    "remove_first": lambda x, y: list(y),
+    "remove_second": lambda x, y: list(x),
+}
+PCFG_SYMBOLS = tuple(f"{letter}{number}" for number in (1, 2) for letter in "ABCDE")
+
+
+def pcfg_evaluate(expression: str) -> list[str]:
+    """The value of a PCFG SET expression: a function name applies to what follows (a binary one to
+    two arguments separated by ","), and a string is a maximal run of symbols."""
+    tokens = expression.split()
+
+    def expr(i: int) -> tuple[list[str], int]:
+        word = tokens[i] if i < len(tokens) else None
+        if word in PCFG_UNARY:
+            value, j = expr(i + 1)
+            return PCFG_UNARY[word](value), j
+        if word in PCFG_BINARY:
+            first, j = expr(i + 1)
+            if j >= len(tokens) or tokens[j] != ",":
+                raise ValueError(f"not a PCFG SET expression (a binary function lacks its ','): {expression!r}")
+            second, k = expr(j + 1)
+            return PCFG_BINARY[word](first, second), k
+        j = i
+        while j < len(tokens) and tokens[j] in PCFG_SYMBOLS:
+            j += 1
+        if j == i:
+            raise ValueError(f"not a PCFG SET expression (expected a string at word {i + 1}): {expression!r}")
+        return tokens[i:j], j
+
+    value, end = expr(0)
+    if end != len(tokens):
+        raise ValueError(f"not a PCFG SET expression (words left over after word {end}): {expression!r}")
+    return value
+
+
+def pcfg_expression(n: int, generator: torch.Generator, longest_string: int = 2) -> list[str]:
+    """A random PCFG SET expression with exactly n function calls, as words: each call unary or
+    binary with equal chance, a binary call's n - 1 inner calls split at random between its two
+    arguments, and each string 1 to `longest_string` random symbols."""
+
+    def draw(k: int) -> int:
+        return int(torch.randint(0, k, (1,), generator=generator))
+
+    def build(calls: int) -> list[str]:
+        if calls == 0:
+            return [PCFG_SYMBOLS[draw(len(PCFG_SYMBOLS))] for _ in range(1 + draw(longest_string))]
+        if draw(2) == 0:
+            return [list(PCFG_UNARY)[draw(len(PCFG_UNARY))], *build(calls - 1)]
+        first = draw(calls)  # calls inside the first argument: 0 .. calls - 1
+        return [list(PCFG_BINARY)[draw(len(PCFG_BINARY))], *build(first), ",", *build(calls - 1 - first)]
+
+    return build(n)
+
+
+@register_task
+class PCFG(Task):
+    """PCFG SET's productivity split at our scale: size n is the number of function calls (train on
+    up to 8, test on 9-16). Ten symbols (A1 .. E2) instead of the published 520, strings of 1-2
+    symbols, answers of at most 2n + 8 symbols (longer draws are drawn again: `repeat` doubles),
+    prompts padded with "_" to the longest an expression of n calls can be (4n + 2 words)."""
+
+    name, train_max_size, max_size = "pcfg", 8, 16
+    symbols = (*PCFG_SYMBOLS, *PCFG_UNARY, *PCFG_BINARY, ",", "_")
+
+    def prompt_length(self, n: int) -> int:
+        return 4 * n + 2  # n names, at most n commas and n + 1 strings of at most 2 symbols
+
+    def answer_length(self, n: int) -> int:
+        return 2 * n + 8
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        prompts, answers = [], []
+        while len(prompts) < batch_size:
+            words = pcfg_expression(n, generator)
+            value = pcfg_evaluate(" ".join(words))
+            if len(value) <= self.answer_length(n):
+                prompts.append(self.encode(words + ["_"] * (self.prompt_length(n) - len(words))))
+                answers.append(F.pad(self.encode(value), (0, self.answer_length(n) - len(value)), value=PAD))
+        return torch.stack(prompts), torch.stack(answers)
+
+
 def get_task(name: str) -> Task:
     if name not in TASKS:
         raise _unknown("task", name, TASKS)
