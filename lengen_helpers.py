@@ -2321,7 +2321,7 @@ GRIDS: dict[str, tuple[Callable[[], list[RunConfig]], str]] = {
     "main": (lambda: grid(), "."),
     "sinusoidal-ablation": (sinusoidal_ablation, "ablations/sinusoidal"),
     "paper-tasks": (lambda: [c for t in PAPER_TASKS for c in task_grid(t)], "."),  # task by task
-    **{t: (lambda t=t: task_grid(t), ".") for t in PAPER_TASKS},
+    **{t: (lambda t=t: task_grid(t), ".") for t in (*PAPER_TASKS, "scan", "pcfg")},  # one task's runs
 }
 
 
