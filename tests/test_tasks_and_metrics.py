@@ -21,7 +21,8 @@ def test_sequence_format_and_loss_mask():
 
 def test_unknown_task_lists_valid_names():
     with pytest.raises(
-        ValueError, match="unknown task 'sort'; valid choices: addition, copy, lego, parity, pcfg, polynomial, reverse, scan"
+        ValueError,
+        match="unknown task 'sort'; valid choices: addition, copy, lego, parity, pcfg, polynomial, reverse, scan",
     ):
         L.get_task("sort")
     with pytest.raises(ValueError, match="unknown task"):
