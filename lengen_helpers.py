@@ -2787,6 +2787,42 @@ def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope:
     return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
 
 
+def plot_mrr(units, paper: dict[str, float] | None = None, title: str = "", path: Path | None = None):
+    """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
+    `mrr_units`), and the paper's figure for each encoding it reports as a marker."""
+    import matplotlib.pyplot as plt
+
+    summary = bootstrap_summary(units)
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    x = np.arange(len(summary))
+    err = [summary["mean"] - summary["95% low"], summary["95% high"] - summary["mean"]]
+    ax.bar(
+        x,
+        summary["mean"],
+        yerr=err,
+        capsize=4,
+        color=[encoding_color(e) for e in summary.index],
+        label=f"ours ({len(units)} bootstrap units; bars: 95% interval)",
+    )
+    if paper:
+        known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
+        ax.scatter(
+            [i for i, _ in known], [v for _, v in known], color="black", marker="D", zorder=3, label="paper, ten tasks"
+        )
+    ax.set_xticks(x, [label(e) for e in summary.index])
+    ax.set(
+        title=title or "Mean reciprocal rank over (task, seed) columns",
+        ylabel="mean reciprocal rank",
+        xlabel="positional encoding",
+        ylim=(0, 1.05),
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
 def paper_figures(path: Path | None = None) -> dict[str, Any]:
     """The paper's published numbers, as quoted in results/published/paper.json."""
     return json.loads(Path(path or PUBLISHED_DIR / "paper.json").read_text())

@@ -78,6 +78,10 @@ def test_figures_are_labelled(tmp_path):
         [{"task": "copy", "encoding": e, "seed": 0, "n": n, "jsd": 0.1} for e in ("nope", "t5") for n in (2, 4)]
     )
     figs.append(L.plot_jsd(jsd))
+    units = pd.DataFrame({"nope": [1.0, 0.5], "rope": [0.5, 1.0]})
+    figs.append(L.plot_mrr(units, {"nope": 0.687, "rope": 0.33}))
+    sin = [fake_record("copy", "sinusoidal", s, curve(16)) for s in (0, 1)]
+    figs.append(L.plot_settings_with_baseline(L.settings_frame(sin), "sinusoidal"))
     for f in figs:
         assert_labelled(f)
 
