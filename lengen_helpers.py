@@ -2600,14 +2600,19 @@ def plot_by_length(
     ylim: tuple[float, float] | None = None,
     colors: dict[str, str] | None = None,
     styles: dict[str, str] | None = None,
+    xlabel: str = "input length n (symbols)",
 ):
-    """One panel per task, one line per encoding against n: the mean over seeds of `value`
-    (times `scale`), a min-max band over seeds, and the longest training length marked."""
+    """One panel per task (three to a row), one line per encoding against n: the mean over seeds
+    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked."""
     import matplotlib.pyplot as plt
 
     tasks = list(dict.fromkeys(table["task"]))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.2), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    cols = min(3, len(tasks))
+    rows = math.ceil(len(tasks) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), sharey=True, squeeze=False)
+    for ax in axes.flat[len(tasks) :]:
+        ax.remove()
+    for ax, task in zip(axes.flat, tasks):
         for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
             stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
             name = line_label(enc) if line_label else f"{label(enc)} ({g['seed'].nunique()} seeds)"
@@ -2617,7 +2622,7 @@ def plot_by_length(
             if band:
                 ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
         ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
-        ax.set(title=f"{task}: {title}", xlabel="input length n (symbols)", ylabel=ylabel)
+        ax.set(title=f"{task}: {title}", xlabel=xlabel, ylabel=ylabel)
         if ylim is not None:
             ax.set_ylim(*ylim)
         ax.legend(fontsize=8)

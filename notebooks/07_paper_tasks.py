@@ -91,7 +91,8 @@ learned
 
 # %%
 fig = L.plot_by_length(df, "exact_match", "exact match (%, band = min-max over seeds)", "exact match against size",
-                       L.FIGURES_DIR / "07_paper_tasks_exact_match.png", train_max=8, scale=100.0, ylim=(-2, 102))
+                       L.FIGURES_DIR / "07_paper_tasks_exact_match.png", train_max=8, scale=100.0, ylim=(-2, 102),
+                       xlabel="size n (digits, symbols, terms or variables)")
 plt.show()
 
 # %% [markdown]
@@ -142,8 +143,9 @@ for what, frame in {"every task with records": every, "learned tasks": headline}
     print("  " + "\n  ".join(L.ranking_claims(schemes)))
 
 # %%
+tasks = ", ".join(sorted(headline["task"].unique()))
 fig = L.plot_mrr(L.mrr_units(headline, "column", None), L.paper_figures()["mean_reciprocal_rank_no_scratchpad"],
-                 f"Mean reciprocal rank over the learned tasks ({', '.join(sorted(headline['task'].unique()))})",
+                 f"Mean reciprocal rank over the learned tasks\n({tasks}; 3 seeds each)",
                  L.FIGURES_DIR / "07_mrr_learned_tasks.png")
 plt.show()
 
