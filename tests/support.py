@@ -61,3 +61,14 @@ def run_readme_example(heading: str) -> dict:
     namespace: dict = {}
     exec("\n".join(line for line in code.splitlines() if "L.sweep(" not in line), namespace)
     return namespace
+
+
+def nudged_model(task: str, encoding: str, scale: float = 0.3) -> L.DecoderOnlyLM:
+    """An untrained model for `task` with weights nudged well off their init, so that on tasks
+    with few answer symbols some rows come out right and others wrong (in eval mode)."""
+    torch.manual_seed(0)
+    model = L.DecoderOnlyLM(L.ModelConfig(encoding=encoding), L.get_task(task).vocab_size).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn_like(p))
+    return model

@@ -4,6 +4,7 @@ teacher-forced equal to greedy decoding for each."""
 
 import pytest
 import torch
+from support import nudged_model
 
 import lengen_helpers as L
 
@@ -115,10 +116,6 @@ def test_formats_parse_back_and_the_evaluation_is_seeded(name):
 def test_teacher_forced_exact_match_equals_greedy_decoding(name):
     """With weights nudged off their init so that some rows are right (one-token answers from a
     few symbols) and others wrong."""
-    torch.manual_seed(0)
-    model = L.DecoderOnlyLM(L.ModelConfig(encoding="alibi"), L.get_task(name).vocab_size).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn_like(p))
+    model = nudged_model(name, "alibi")
     check, _ = L.check_exact_match(model, name, task=name, lengths=(1, 3, 8), n=64)
     assert check.passed, check.row()

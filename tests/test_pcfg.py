@@ -3,6 +3,7 @@ results (Hupkes et al. 2020's definitions), the generator's sizes, and the produ
 
 import pytest
 import torch
+from support import nudged_model
 
 import lengen_helpers as L
 
@@ -61,10 +62,6 @@ def test_the_productivity_split_and_the_sizes():
 
 
 def test_teacher_forced_exact_match_equals_greedy_decoding_on_pcfg():
-    torch.manual_seed(0)
-    model = L.DecoderOnlyLM(L.ModelConfig(encoding="rope"), L.get_task("pcfg").vocab_size).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn_like(p))
+    model = nudged_model("pcfg", "rope")
     check, _ = L.check_exact_match(model, "pcfg", task="pcfg", lengths=(1, 2, 5), n=32)
     assert check.passed, check.row()

@@ -3,6 +3,7 @@ grammar's definition (Lake and Baroni 2018), the size of the command space, and 
 
 import pytest
 import torch
+from support import nudged_model
 
 import lengen_helpers as L
 
@@ -71,10 +72,6 @@ def test_sampled_sequences_parse_back_to_their_interpretation():
 
 
 def test_teacher_forced_exact_match_equals_greedy_decoding_on_scan():
-    torch.manual_seed(0)
-    model = L.DecoderOnlyLM(L.ModelConfig(encoding="t5"), L.get_task("scan").vocab_size).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn_like(p))
+    model = nudged_model("scan", "t5")
     check, _ = L.check_exact_match(model, "scan", task="scan", lengths=(1, 2, 4), n=64)
     assert check.passed, check.row()
