@@ -1411,8 +1411,7 @@ class InputCache(_Cache):
         return self.h.element_size() * self.h.numel()
 
     def inputs(self, layer: int, x: Tensor, rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
-        if rotate is not None:
-            raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+        _serves_inputs(self, rotate)  # refuses rotated keys, as the decoding step does
         return self.append(layer, x)  # attention then makes keys and values from every input so far
 
     def keys_values(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
