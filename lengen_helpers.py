@@ -3464,7 +3464,371 @@ def plot_jsd(table, path: Path | None = None, train_max: int = 16):
 
 
 # ---------------------------------------------------------------------------------------------
-# 12. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
+# 12. How NoPE knows where it is: the paper's theorems as hand-set weights, and probes (notebook 08)
+# ---------------------------------------------------------------------------------------------
+#
+# A causal decoder without positional encoding can still tell positions apart: attending
+# uniformly over its prefix, position t sees t + 1 tokens, and if only the first (BOS) carries a
+# value, the average is 1/(t+1) (the paper's Theorem 1). A second layer can then attend by
+# relative offset using that recovered position (Theorem 2). `nope_position_model` sets the
+# weights of our own pre-LN `DecoderOnlyLM` so that it does both, exactly, for every position
+# below `n_positions`, whatever the tokens. Residual stream layout (each feature is written as a
+# +/- pair of coordinates, so every vector has mean 0 and LayerNorm only rescales it):
+#   token i at (+i, -(V+i)); 1/(t+1) at (2V, 2V+1); cos wt, sin wt at (2V+2, 2V+3) and negated at
+#   (2V+4, 2V+5); the token `offset` back at (2V+6+i, 3V+6+i).
+
+PROBES_DIR = RESULTS_DIR / "probes"
+
+
+@dataclass(frozen=True)
+class PositionLayout:
+    """Where each feature of the hand-set NoPE model lives in its residual stream."""
+
+    vocab_size: int
+
+    @property
+    def d_model(self) -> int:
+        return 4 * self.vocab_size + 6
+
+    def token(self, i: int) -> tuple[int, int]:
+        return i, self.vocab_size + i
+
+    @property
+    def bos_share(self) -> tuple[int, int]:  # 1/(t+1), layer 1's attention output
+        return 2 * self.vocab_size, 2 * self.vocab_size + 1
+
+    @property
+    def angle(self) -> tuple[int, int, int, int]:  # cos wt, sin wt, -cos wt, -sin wt
+        v = 2 * self.vocab_size + 2
+        return v, v + 1, v + 2, v + 3
+
+    def copied(self, i: int) -> tuple[int, int]:
+        return 2 * self.vocab_size + 6 + i, 3 * self.vocab_size + 6 + i
+
+
+def _layer_norm_scale(norm_sq: Any, d: int, eps: float) -> Any:
+    """LayerNorm of a mean-0 vector with squared norm `norm_sq` (a number or a tensor) multiplies it by this."""
+    return (norm_sq / d + eps) ** -0.5
+
+
+def _hinge_fit(z: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """ReLU units h_i = relu(z_i - z) and a linear readout that pass exactly through
+    (z[t], targets[t]) for every t, z strictly decreasing. Returns (unit biases, readout weights
+    (outputs, units), readout bias): f(z) = bias + W relu(b - z)."""
+    if not bool((z[1:] < z[:-1]).all()):
+        raise ValueError("the hinge points must be strictly decreasing")
+    w = -z  # increasing
+    slopes = (targets[1:] - targets[:-1]) / (w[1:] - w[:-1])[:, None]  # (N-1, outputs)
+    coef = torch.cat([slopes[:1], slopes[1:] - slopes[:-1]])  # the change of slope at each point
+    return z[:-1], coef.T, targets[0]
+
+
+@torch.no_grad()
+def nope_position_model(
+    n_positions: int, offset: int = 1, vocab_size: int = VOCAB_SIZE, margin: float = 30.0
+) -> DecoderOnlyLM:
+    """A two-layer NoPE `DecoderOnlyLM` (pre-LN, one head) with hand-set weights that predicts, at
+    every position t with offset <= t < n_positions, the token `offset` places back.
+
+    Layer 1 (Theorem 1): zero queries and keys make attention uniform over the t + 1 tokens of
+    the prefix; only BOS has a value, so position t receives 1/(t+1) (times a constant). Its
+    feed-forward layer, one ReLU unit per position, turns that number into (cos wt, sin wt) with
+    w = pi / n_positions, exactly at every integer t, and cancels the 1/(t+1) so that every hidden
+    vector has the same norm (LayerNorm then only rescales). Layer 2 (Theorem 2): query
+    R(-offset w)(cos wt, sin wt) and key (cos wj, sin wj) give the logit
+    lam cos(w (j - (t - offset))), largest at j = t - offset, with lam chosen so that the next
+    best key scores `margin` lower; its value copies the token, and the output layer reads it.
+    Needs BOS at position 0 only, and the causal mask (`nope_position_readout` shows both)."""
+    if not isinstance(n_positions, int) or n_positions < 2:
+        raise ValueError(f"n_positions must be an integer >= 2; got {n_positions!r}")
+    if not isinstance(offset, int) or not 0 <= offset < n_positions:
+        raise ValueError(f"offset must be an integer in [0, {n_positions}); got {offset!r}")
+    if margin <= 0:
+        raise ValueError(f"margin must be > 0; got {margin!r}")
+    lay = PositionLayout(vocab_size)
+    d, V, N = lay.d_model, vocab_size, n_positions
+    cfg = ModelConfig(encoding="nope", d_model=d, n_heads=1, n_layers=2, d_ff=N - 1, pre_norm=True)
+    model = DecoderOnlyLM(cfg, vocab_size).double()
+    for p in model.parameters():
+        p.zero_()
+    for m in model.modules():
+        if isinstance(m, nn.LayerNorm):
+            m.weight.fill_(1.0)
+    eps = model.blocks[0].norm1.eps
+    for i in range(V):  # token i: +1 and -1, mean 0, squared norm 2
+        model.tok_emb.weight[i, lay.token(i)[0]], model.tok_emb.weight[i, lay.token(i)[1]] = 1.0, -1.0
+    g_tok = _layer_norm_scale(2.0, d, eps)
+
+    # Layer 1 attention: queries and keys 0 (uniform), value = the BOS coordinate, written +/-.
+    b1 = model.blocks[0]
+    b1.self_attn.in_proj.weight[2 * d, lay.token(BOS)[0]] = 1.0 / g_tok  # value row 0 = [token is BOS]
+    b1.self_attn.out_proj.weight[lay.bos_share[0], 0], b1.self_attn.out_proj.weight[lay.bos_share[1], 0] = 1.0, -1.0
+    t = torch.arange(N, dtype=torch.float64)
+    share = 1.0 / (t + 1)  # what each position receives
+    z = share * _layer_norm_scale(2.0 + 2.0 * share**2, d, eps)  # what layer 1's feed-forward sees
+    # Layer 1 feed-forward: cos/sin of wt, written +/-, and 1/(t+1) cancelled.
+    w = math.pi / N
+    c, s = torch.cos(w * t), torch.sin(w * t)
+    targets = torch.stack([-share, share, c, s, -c, -s], dim=1)
+    knots, coef, bias = _hinge_fit(z, targets)
+    up, down = b1.ffn[0], b1.ffn[3]
+    up.weight[:, lay.bos_share[0]] = -1.0
+    up.bias.copy_(knots)
+    cols = [*lay.bos_share, *lay.angle]
+    down.weight[cols] = coef
+    down.bias[cols] = bias
+
+    # Layer 2 attention: relative offset from the angles; value copies the token.
+    b2 = model.blocks[1]
+    g = _layer_norm_scale(4.0, d, eps)  # every hidden vector now has squared norm 4
+    lam = margin / (1.0 - math.cos(w)) * math.sqrt(d)  # attention divides the logits by sqrt(d)
+    ca, sa, _, _ = lay.angle
+    W = b2.self_attn.in_proj.weight
+    co, so = math.cos(offset * w), math.sin(offset * w)
+    W[0, ca], W[0, sa] = lam * co / g, lam * so / g  # query = lam (cos w(t-k), sin w(t-k))
+    W[1, ca], W[1, sa] = -lam * so / g, lam * co / g
+    W[d + 0, ca], W[d + 1, sa] = 1.0 / g, 1.0 / g  # key = (cos wj, sin wj)
+    for i in range(V):
+        W[2 * d + i, lay.token(i)[0]] = 1.0 / g  # value i = [token is i]
+        b2.self_attn.out_proj.weight[lay.copied(i)[0], i] = 1.0
+        b2.self_attn.out_proj.weight[lay.copied(i)[1], i] = -1.0
+    for i in range(V):  # the output reads the copied token
+        model.lm_head.weight[i, lay.copied(i)[0]] = 1.0
+    return model.eval()
+
+
+@torch.no_grad()
+def nope_position_readout(model: DecoderOnlyLM, tokens: Tensor, causal: bool = True) -> Tensor:
+    """The position each token's layer-1 hidden state encodes in `nope_position_model`, read back
+    as atan2(sin, cos) / w; with causal=False the first layer attends both ways (no mask)."""
+    lay = PositionLayout(model.vocab_size)
+    x = model.tok_emb.weight[tokens]
+    mask = None if not causal else causal_mask(tokens.shape[1], device=tokens.device)
+    h, _ = model.blocks[0](x, mask=mask)
+    ca, sa, cb, sb = lay.angle
+    angle = torch.atan2(h[..., sa] - h[..., sb], h[..., ca] - h[..., cb])
+    n_positions = model.config.d_ff + 1
+    return angle / (math.pi / n_positions)
+
+
+@torch.no_grad()
+def check_nope_construction(n_positions: int, offset: int = 1, batch: int = 8, dtype=torch.float32, seed: int = 0):
+    """Run `nope_position_model` on random token rows (BOS first, then symbols) of length
+    n_positions in `dtype`: the largest readout error |t_hat - t|, the least attention on
+    t - offset and whether the output is the token `offset` back, at every position."""
+    model = nope_position_model(n_positions, offset).to(dtype)
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(N_SPECIAL, VOCAB_SIZE, (batch, n_positions), generator=g)
+    tokens[:, 0] = BOS
+    logits, internals = model(tokens, return_internals=True)
+    t = torch.arange(n_positions)
+    error = (nope_position_readout(model, tokens) - t).abs().amax(dim=0)
+    q = t[offset:]
+    on_target = internals.attentions[1][:, 0, q, q - offset].amin(dim=0)
+    right = (logits.argmax(-1)[:, offset:] == tokens[:, : n_positions - offset]).all(dim=0)
+    return {"readout_error": error, "attention_on_target": on_target, "output_right": right}
+
+
+# Probes: can a trained model's hidden states tell where a token is? A probe is fitted on the
+# positions the training sizes reach and tested at every position the evaluation reaches.
+
+
+@torch.no_grad()
+def hidden_states_by_position(
+    model: DecoderOnlyLM, task: str, sizes: Iterable[int], n_examples: int = 32
+) -> tuple[list[Tensor], Tensor, Tensor]:
+    """Every layer's hidden state (embeddings first) at every position of the inspection sequences
+    of each size: (per layer (rows, d), positions (rows,), sizes (rows,)), in float64."""
+    per_layer: list[list[Tensor]] = []
+    positions, of_size = [], []
+    for n in sizes:
+        batch = inspection_batch(task, n, n_examples)
+        _, internals = model(batch.inputs, return_internals=True)
+        B, T = batch.inputs.shape
+        if not per_layer:
+            per_layer = [[] for _ in internals.hidden_states]
+        for store, h in zip(per_layer, internals.hidden_states):
+            store.append(h.reshape(B * T, -1).double())
+        positions.append(torch.arange(T).repeat(B))
+        of_size.append(torch.full((B * T,), n))
+    return [torch.cat(s) for s in per_layer], torch.cat(positions), torch.cat(of_size)
+
+
+class LinearProbe:
+    """Ridge regression of the position on standardized features, solved in closed form."""
+
+    def __init__(self, ridge: float = 1e-3):
+        self.ridge = ridge
+
+    def fit(self, x: Tensor, y: Tensor) -> LinearProbe:
+        self.mean, self.std = x.mean(0), x.std(0).clamp_min(1e-8)
+        a = torch.cat([(x - self.mean) / self.std, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)
+        eye = torch.eye(a.shape[1], dtype=x.dtype)
+        eye[-1, -1] = 0.0  # the intercept is not shrunk
+        self.w = torch.linalg.solve(a.T @ a + self.ridge * len(x) * eye, a.T @ y.to(x.dtype))
+        return self
+
+    def predict(self, x: Tensor) -> Tensor:
+        return torch.cat([(x - self.mean) / self.std, torch.ones(len(x), 1, dtype=x.dtype)], dim=1) @ self.w
+
+
+class MLPProbe:
+    """A one-hidden-layer ReLU network regressing the position (full-batch Adam, fixed seed)."""
+
+    def __init__(self, hidden: int = 64, steps: int = 300, lr: float = 1e-2, seed: int = 0):
+        self.hidden, self.steps, self.lr, self.seed = hidden, steps, lr, seed
+
+    def fit(self, x: Tensor, y: Tensor) -> MLPProbe:
+        self.mean, self.std = x.mean(0), x.std(0).clamp_min(1e-8)
+        self.scale = float(y.max().clamp_min(1))
+        g = torch.Generator().manual_seed(self.seed)
+        d = x.shape[1]
+        w1 = (torch.randn(d, self.hidden, generator=g, dtype=x.dtype) / math.sqrt(d)).requires_grad_()
+        b1 = torch.zeros(self.hidden, dtype=x.dtype, requires_grad=True)
+        w2 = (torch.randn(self.hidden, 1, generator=g, dtype=x.dtype) / math.sqrt(self.hidden)).requires_grad_()
+        b2 = torch.zeros(1, dtype=x.dtype, requires_grad=True)
+        self.params = [w1, b1, w2, b2]
+        opt = torch.optim.Adam(self.params, lr=self.lr)
+        xs, target = (x - self.mean) / self.std, (y.to(x.dtype) / self.scale)[:, None]
+        with torch.enable_grad():
+            for _ in range(self.steps):
+                opt.zero_grad()
+                loss = F.mse_loss(self._net(xs), target)
+                loss.backward()
+                opt.step()
+        return self
+
+    def _net(self, xs: Tensor) -> Tensor:
+        w1, b1, w2, b2 = self.params
+        return F.relu(xs @ w1 + b1) @ w2 + b2
+
+    @torch.no_grad()
+    def predict(self, x: Tensor) -> Tensor:
+        return self._net((x - self.mean) / self.std)[:, 0] * self.scale
+
+
+PROBES: dict[str, Callable[[], Any]] = {"linear": LinearProbe, "mlp": MLPProbe}
+
+
+def probe_errors(
+    model: DecoderOnlyLM, task: str, train_sizes: Iterable[int], test_sizes: Iterable[int], n_examples: int = 32
+):
+    """Fit each probe on each layer's hidden states at the training sizes; return the test rows:
+    layer, probe, position, region (prompt: BOS and the prompt; answer: SEP onwards), mean
+    absolute error in positions, the share of tokens read to within half a position, and count."""
+    import pandas as pd
+
+    t = get_task(task)
+    train_x, train_pos, _ = hidden_states_by_position(model, task, train_sizes, n_examples)
+    test_x, test_pos, test_n = hidden_states_by_position(model, task, test_sizes, n_examples)
+    prompt_end = torch.tensor([t.prompt_length(int(n)) for n in test_n])
+    region = np.where((test_pos <= prompt_end).numpy(), "prompt", "answer")
+    rows = []
+    for layer, (xa, xb) in enumerate(zip(train_x, test_x)):
+        for name, make in PROBES.items():
+            err = (make().fit(xa, train_pos).predict(xb) - test_pos).abs().numpy()
+            frame = pd.DataFrame({"position": test_pos.numpy(), "region": region, "err": err})
+            agg = frame.groupby(["position", "region"])["err"].agg(
+                mae="mean", within_half=lambda e: float((e < 0.5).mean()), count="size"
+            )
+            rows.append(agg.reset_index().assign(layer=layer, probe=name))
+    return pd.concat(rows, ignore_index=True)
+
+
+def position_probe_table(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seed: int = 0,
+    train_sizes: Sequence[int] = range(1, 17),
+    test_sizes: Sequence[int] = range(1, 49),
+    results_dir: str | Path = RESULTS_DIR,
+    cache: Path | None = PROBES_DIR / "position_probes.csv",
+):
+    """`probe_errors` for each trained model of the grid (seed `seed`), computed once from the
+    saved weights and cached as CSV with each model's config hash (rows for other weights are
+    recomputed, as for the pointer scores)."""
+    import pandas as pd
+
+    encodings = encoding_names() if encodings is None else encodings
+    current = {(t, e, seed): (make_run(t, e, seed).hash,) for t in tasks for e in encodings}
+    done = _cached_rows(cache, current, ["config_hash"])
+    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
+    parts = [done]
+    for (task, enc, s), (h,) in current.items():
+        if (task, enc, s) in have:
+            continue
+        model = load_model(task, enc, s, results_dir)
+        errors = probe_errors(model, task, train_sizes, test_sizes)
+        parts.append(errors.assign(task=task, encoding=enc, seed=s, config_hash=h))
+    table = pd.concat(parts, ignore_index=True)
+    if len(parts) > 1 and cache is not None:
+        table["mae"], table["within_half"] = table["mae"].round(4), table["within_half"].round(4)
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & (table["seed"] == seed)
+    return table[want].reset_index(drop=True)
+
+
+@torch.no_grad()
+def first_layer_attention(model: DecoderOnlyLM, task: str, sizes: Iterable[int], n_examples: int = 32):
+    """The first layer's attention per head and query position, over the inspection sequences of
+    each size: the weight on BOS and the entropy (nats) beside log(t + 1), uniform attention's."""
+    import pandas as pd
+
+    rows = []
+    for n in sizes:
+        att = attention_maps(model, inspection_batch(task, n, n_examples))[0]  # (B, H, T, T)
+        entropy = -(att * att.clamp_min(1e-30).log()).sum(-1)  # (B, H, T)
+        for h in range(att.shape[1]):
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "n": n,
+                        "head": h,
+                        "position": np.arange(att.shape[-1]),
+                        "bos_weight": att[:, h, :, 0].mean(0).numpy(),
+                        "entropy": entropy[:, h].mean(0).numpy(),
+                    }
+                )
+            )
+    frame = pd.concat(rows, ignore_index=True)
+    out = frame.groupby(["head", "position"])[["bos_weight", "entropy"]].mean().reset_index()
+    out["uniform_entropy"] = np.log(out["position"] + 1.0)
+    return out
+
+
+def first_layer_table(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seed: int = 0,
+    sizes: Sequence[int] = range(1, 49),
+    results_dir: str | Path = RESULTS_DIR,
+    cache: Path | None = PROBES_DIR / "first_layer_attention.csv",
+):
+    """`first_layer_attention` for each trained model of the grid (seed `seed`), cached as CSV."""
+    import pandas as pd
+
+    encodings = encoding_names() if encodings is None else encodings
+    current = {(t, e, seed): (make_run(t, e, seed).hash,) for t in tasks for e in encodings}
+    done = _cached_rows(cache, current, ["config_hash"])
+    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
+    parts = [done]
+    for (task, enc, s), (h,) in current.items():
+        if (task, enc, s) not in have:
+            model = load_model(task, enc, s, results_dir)
+            parts.append(
+                first_layer_attention(model, task, sizes).assign(task=task, encoding=enc, seed=s, config_hash=h)
+            )
+    table = pd.concat(parts, ignore_index=True)
+    if len(parts) > 1 and cache is not None:
+        for c in ("bos_weight", "entropy", "uniform_entropy"):
+            table[c] = table[c].round(5)
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & (table["seed"] == seed)
+    return table[want].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# 13. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 BENCH_DIR = RESULTS_DIR / "benchmarks"
@@ -3768,7 +4132,7 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 13. Command line
+# 14. Command line
 # ---------------------------------------------------------------------------------------------
 
 
