@@ -67,8 +67,8 @@ def test_construction_refuses_bad_arguments(bad):
 
 
 def test_the_construction_degrades_with_length_as_its_sharpness_requires():
-    """The logit gap between t - offset and its neighbours is fixed, but cos(w) approaches 1 as w =
-    pi / n shrinks, so the query weights grow as n^2: the float32 readout error grows with n."""
+    """Neighbouring positions' 1/(t+1) differ by about 1/t^2, so the feed-forward layer's slopes
+    grow as t^2 and amplify float32 rounding: the readout error grows with n (exact in float64)."""
     small = L.check_nope_construction(64, 1, batch=2)["readout_error"].max()
     large = L.check_nope_construction(1024, 1, batch=2)["readout_error"].max()
     assert large > 10 * small
