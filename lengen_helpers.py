@@ -2477,6 +2477,7 @@ def sweep(
             "wall_s": round(time.perf_counter() - t0, 1),
             "runs": len(configs),
             "tasks": sorted({c.task for c in configs}),
+            "steps": sorted({c.steps for c in configs}),
             "trained": len(todo),
             "workers": workers,
             "executor": None if own else type(executor).__name__,
@@ -3055,7 +3056,7 @@ def sweep_log(results_dir: str | Path = RESULTS_DIR):
     path = Path(results_dir) / "sweeps.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     df = pd.DataFrame(
-        rows, columns=["started", "wall_s", "runs", "tasks", "trained", "workers", "cpus", "training_revision"]
+        rows, columns=["started", "wall_s", "runs", "tasks", "steps", "trained", "workers", "cpus", "training_revision"]
     )
     df["wall_min"] = df["wall_s"] / 60
     return df
@@ -3825,6 +3826,165 @@ def first_layer_table(
         _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
     want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & (table["seed"] == seed)
     return table[want].reset_index(drop=True)
+
+
+def probe_reach(table, threshold: float = 0.9):
+    """Per (task, encoding, seed, layer, probe): the last position up to which every position is
+    read to within half a position for at least `threshold` of its tokens (both regions pooled),
+    and the mean absolute error (positions) over the positions the training sizes reach and past them."""
+    import pandas as pd
+
+    keys = ["task", "encoding", "seed", "layer", "probe"]
+    t = table.assign(hits=table["within_half"] * table["count"], abs_sum=table["mae"] * table["count"])
+    pooled = t.groupby([*keys, "position"])[["hits", "abs_sum", "count"]].sum().reset_index()
+    pooled["share"] = pooled["hits"] / pooled["count"]
+    rows = []
+    for key, g in pooled.groupby(keys):
+        g = g.sort_values("position")
+        bad = g[g["share"] < threshold]
+        reach = int(g["position"].max()) if bad.empty else int(bad["position"].min()) - 1
+        rows.append({**dict(zip(keys, key)), "reach": reach})
+    return pd.DataFrame(rows)
+
+
+def exact_match_cliff(df, level: float = 0.5):
+    """Per (task, encoding, seed) of an exact-match frame: the largest size n up to which exact
+    match stays at or above `level` at every size, and the last position that size's answer reaches
+    (the query that predicts EOS: prompt + answer + 1)."""
+    rows = []
+    for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"]):
+        g = g.sort_values("n")
+        below = g[g["exact_match"] < level]
+        n = int(g["n"].max()) if below.empty else int(below["n"].min()) - 1
+        t = get_task(task)
+        rows.append(
+            {
+                "task": task,
+                "encoding": enc,
+                "seed": seed,
+                "cliff_n": n,
+                "last_position": t.prompt_length(n) + t.answer_length(n) + 1 if n >= 1 else 0,
+            }
+        )
+    import pandas as pd
+
+    return pd.DataFrame(rows)
+
+
+def construction_precision(sizes: Sequence[int] = (64, 140, 512, 1024, 2048, 4096), offset: int = 1):
+    """`check_nope_construction` in float32 at each size: per size and position, the readout
+    error, the attention on t - offset and whether the output is right."""
+    import pandas as pd
+
+    parts = []
+    for n in sizes:
+        r = check_nope_construction(n, offset, batch=2)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "n_positions": n,
+                    "position": np.arange(n),
+                    "readout_error": r["readout_error"].double().numpy(),
+                    "attention_on_target": np.r_[[np.nan] * offset, r["attention_on_target"].double().numpy()],
+                    "output_right": np.r_[[True] * offset, r["output_right"].numpy()],
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def plot_construction_precision(table, path: Path | None = None):
+    """Readout error and layer 2's attention on its target against position, one line per size."""
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.2))
+    for n, g in table.groupby("n_positions"):
+        a.plot(g["position"], g["readout_error"].clip(lower=1e-9), lw=1, label=f"built for {n} positions")
+        b.plot(g["position"], 1 - g["attention_on_target"] + 1e-12, lw=1, label=f"built for {n} positions")
+    a.set(
+        xscale="log",
+        yscale="log",
+        xlabel="position t",
+        ylabel="|position read back - t| (positions)",
+        title="Theorem 1 in float32: the position layer 1 writes, read back",
+    )
+    b.set(
+        xscale="log",
+        yscale="log",
+        xlabel="position t",
+        ylabel="1 - attention on t - 1",
+        title="Theorem 2 in float32: layer 2's attention off its target",
+    )
+    a.axhline(0.5, color="black", ls=":", lw=1, label="half a position")
+    for ax in (a, b):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path | None = None, probe: str = "mlp"):
+    """Probe error against position: one panel per (task, encoding), one line per layer, with the
+    last position the training sizes reach and each model's exact-match cliff (`reach`, keyed
+    'task/encoding') marked."""
+    import matplotlib.pyplot as plt
+
+    t = table[table["probe"] == probe]
+    t = t.assign(abs_sum=t["mae"] * t["count"])
+    panels = list(dict.fromkeys(zip(t["task"], t["encoding"])))
+    cols = 6
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.2 * rows), sharey=True, squeeze=False)
+    for ax, (task, enc) in zip(axes.flat, panels):
+        g = t[(t["task"] == task) & (t["encoding"] == enc)]
+        for layer, gl in g.groupby("layer"):
+            s = gl.groupby("position")[["abs_sum", "count"]].sum()
+            name = "embeddings" if layer == 0 else f"after layer {layer}"
+            ax.plot(s.index, s["abs_sum"] / s["count"], lw=1.2, label=name)
+        ax.axvline(train_last, color="black", ls=":", lw=1, label=f"last training position ({train_last})")
+        cliff = reach.get(f"{task}/{enc}")
+        if cliff is not None:
+            ax.axvline(cliff, color="red", ls="--", lw=1, label=f"exact-match cliff ({cliff})")
+        ax.set(yscale="log", title=f"{task}, {label(enc)}", xlabel="position t")
+        ax.legend(fontsize=6)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"{probe} probe: mean |error| (positions)")
+    for ax in axes.flat[len(panels) :]:
+        ax.remove()
+    fig.suptitle(f"Reading the absolute position from each layer ({probe} probe, fitted on positions 0-{train_last})")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=100)
+    return fig
+
+
+def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
+    """NoPE's first layer per head: the weight on BOS times (t + 1), which is 1 for uniform
+    attention, and the entropy over log(t + 1), 1 for uniform, against the query position."""
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(table["task"]))
+    fig, axes = plt.subplots(2, len(tasks), figsize=(6.5 * len(tasks), 7), squeeze=False)
+    for j, task in enumerate(tasks):
+        g = table[(table["task"] == task) & (table["position"] > 0)]
+        for head, gh in g.groupby("head"):
+            axes[0, j].plot(gh["position"], gh["bos_weight"] * (gh["position"] + 1), label=f"head {head}")
+            axes[1, j].plot(gh["position"], gh["entropy"] / gh["uniform_entropy"], label=f"head {head}")
+        axes[0, j].set(
+            title=f"{task}, {label(g['encoding'].iloc[0])}, layer 1: weight on BOS x (t + 1)",
+            ylabel="BOS weight x (t + 1) (1 = uniform)",
+            yscale="log",
+        )
+        axes[1, j].set(title=f"{task}: attention entropy / log(t + 1)", ylabel="entropy / uniform's (1 = uniform)")
+        for ax in axes[:, j]:
+            ax.axvline(train_last, color="black", ls=":", lw=1, label=f"last training position ({train_last})")
+            ax.set_xlabel("query position t")
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=100)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------

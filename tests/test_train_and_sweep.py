@@ -234,9 +234,10 @@ def test_sweep_logs_its_wall_time_only_when_it_trained(tmp_path):
     L.sweep([cfg], tmp_path, executor=Inline(), progress=False)  # nothing to do: no line
     (line,) = (tmp_path / "sweeps.jsonl").read_text().splitlines()
     log = json.loads(line)
-    assert (log["runs"], log["trained"], log["executor"], log["training_revision"]) == (
+    assert (log["runs"], log["trained"], log["steps"], log["executor"], log["training_revision"]) == (
         1,
         1,
+        [5],
         "Inline",
         L.TRAINING_REVISION,
     )
