@@ -2543,7 +2543,8 @@ def exact_match_frame(records: Sequence[dict[str, Any]]):
         for n, v in r["exact_match"].items()
     ]
     order = {e: i for i, e in enumerate(ENCODINGS)}  # registry order: nope, sinusoidal, learned, ...
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows, columns=["task", "encoding", "seed", "n", "exact_match"])  # columns even when empty
+    df = df.astype({"seed": "int64", "n": "int64", "exact_match": "float64"})
     return df.sort_values(
         ["task", "encoding", "seed", "n"], key=lambda c: c.map(order) if c.name == "encoding" else c, ignore_index=True
     )
@@ -2600,7 +2601,7 @@ def plot_by_length(
     ylabel: str,
     title: str,
     path: Path | None = None,
-    train_max: int = 16,
+    train_max: int | dict[str, int] = 16,
     scale: float = 1.0,
     band: bool = True,
     line_label: Callable[[str], str] | None = None,
@@ -2610,7 +2611,8 @@ def plot_by_length(
     xlabel: str = "input length n (symbols)",
 ):
     """One panel per task (three to a row), one line per encoding against n: the mean over seeds
-    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked."""
+    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked
+    (`train_max`: one for every panel, or one per task)."""
     import matplotlib.pyplot as plt
 
     tasks = list(dict.fromkeys(table["task"]))
@@ -2628,7 +2630,8 @@ def plot_by_length(
             ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
             if band:
                 ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
-        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
+        top = train_max[task] if isinstance(train_max, dict) else train_max
+        ax.axvline(top, color="black", ls=":", lw=1, label=f"longest training n = {top}")
         ax.set(title=f"{task}: {title}", xlabel=xlabel, ylabel=ylabel)
         if ylim is not None:
             ax.set_ylim(*ylim)
@@ -3636,14 +3639,15 @@ def check_nope_construction(n_positions: int, offset: int = 1, batch: int = 8, d
 
 @torch.no_grad()
 def hidden_states_by_position(
-    model: DecoderOnlyLM, task: str, sizes: Iterable[int], n_examples: int = 32
+    model: DecoderOnlyLM, task: str, sizes: Iterable[int], n_examples: int = 32, seed: int = POINTER_SEED
 ) -> tuple[list[Tensor], Tensor, Tensor]:
-    """Every layer's hidden state (embeddings first) at every position of the inspection sequences
-    of each size: (per layer (rows, d), positions (rows,), sizes (rows,)), in float64."""
+    """Every layer's hidden state (embeddings first) at every position of `n_examples` sequences
+    of each size, drawn from `seed` (the inspection sequences by default): (per layer (rows, d),
+    positions (rows,), sizes (rows,)), in float64."""
     per_layer: list[list[Tensor]] = []
     positions, of_size = [], []
     for n in sizes:
-        batch = inspection_batch(task, n, n_examples)
+        batch = single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, seed))
         _, internals = model(batch.inputs, return_internals=True)
         B, T = batch.inputs.shape
         if not per_layer:
@@ -3711,25 +3715,31 @@ class MLPProbe:
 PROBES: dict[str, Callable[[], Any]] = {"linear": LinearProbe, "mlp": MLPProbe}
 
 
+PROBE_TEST_SEED = 8765  # the probes' test sequences, apart from the ones they are fitted on
+
+
 def probe_errors(
-    model: DecoderOnlyLM, task: str, train_sizes: Iterable[int], test_sizes: Iterable[int], n_examples: int = 32
+    model: DecoderOnlyLM, task: str, train_sizes: Sequence[int], test_sizes: Iterable[int], n_examples: int = 32
 ):
-    """Fit each probe on each layer's hidden states at the training sizes; return the test rows:
-    layer, probe, position, region (prompt: BOS and the prompt; answer: SEP onwards), mean
-    absolute error in positions, the share of tokens read to within half a position, and count."""
+    """Fit each probe on each layer's hidden states at the training sizes; return, on other
+    sequences (`PROBE_TEST_SEED`) of every test size, rows per layer, probe, position, sizes
+    ('training' up to the longest training size, else 'longer') and region (prompt: BOS and the
+    prompt; answer: SEP onwards): the mean absolute error in positions, the share of tokens read
+    to within half a position, and the count."""
     import pandas as pd
 
     t = get_task(task)
     train_x, train_pos, _ = hidden_states_by_position(model, task, train_sizes, n_examples)
-    test_x, test_pos, test_n = hidden_states_by_position(model, task, test_sizes, n_examples)
+    test_x, test_pos, test_n = hidden_states_by_position(model, task, test_sizes, n_examples, PROBE_TEST_SEED)
     prompt_end = torch.tensor([t.prompt_length(int(n)) for n in test_n])
     region = np.where((test_pos <= prompt_end).numpy(), "prompt", "answer")
+    sizes = np.where((test_n <= max(train_sizes)).numpy(), "training", "longer")
     rows = []
     for layer, (xa, xb) in enumerate(zip(train_x, test_x)):
         for name, make in PROBES.items():
             err = (make().fit(xa, train_pos).predict(xb) - test_pos).abs().numpy()
-            frame = pd.DataFrame({"position": test_pos.numpy(), "region": region, "err": err})
-            agg = frame.groupby(["position", "region"])["err"].agg(
+            frame = pd.DataFrame({"position": test_pos.numpy(), "sizes": sizes, "region": region, "err": err})
+            agg = frame.groupby(["position", "sizes", "region"])["err"].agg(
                 mae="mean", within_half=lambda e: float((e < 0.5).mean()), count="size"
             )
             rows.append(agg.reset_index().assign(layer=layer, probe=name))
@@ -3828,23 +3838,21 @@ def first_layer_table(
     return table[want].reset_index(drop=True)
 
 
-def probe_reach(table, threshold: float = 0.9):
-    """Per (task, encoding, seed, layer, probe): the last position up to which every position is
-    read to within half a position for at least `threshold` of its tokens (both regions pooled),
-    and the mean absolute error (positions) over the positions the training sizes reach and past them."""
+def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))):
+    """Per (task, encoding, seed, layer, probe): the mean absolute error (positions) on held-out
+    sequences of the training sizes, then on longer sequences at the positions within each band."""
     import pandas as pd
 
     keys = ["task", "encoding", "seed", "layer", "probe"]
-    t = table.assign(hits=table["within_half"] * table["count"], abs_sum=table["mae"] * table["count"])
-    pooled = t.groupby([*keys, "position"])[["hits", "abs_sum", "count"]].sum().reset_index()
-    pooled["share"] = pooled["hits"] / pooled["count"]
-    rows = []
-    for key, g in pooled.groupby(keys):
-        g = g.sort_values("position")
-        bad = g[g["share"] < threshold]
-        reach = int(g["position"].max()) if bad.empty else int(bad["position"].min()) - 1
-        rows.append({**dict(zip(keys, key)), "reach": reach})
-    return pd.DataFrame(rows)
+    t = table.assign(abs_sum=table["mae"] * table["count"])
+    parts = {}
+    pick = {"training sizes": t["sizes"] == "training"}
+    for lo, hi in bands:
+        pick[f"positions {lo}-{hi}"] = (t["sizes"] == "longer") & t["position"].between(lo, hi)
+    for name, rows in pick.items():
+        s = t[rows].groupby(keys)[["abs_sum", "count"]].sum()
+        parts[name] = s["abs_sum"] / s["count"]
+    return pd.DataFrame(parts)
 
 
 def exact_match_cliff(df, level: float = 0.5):

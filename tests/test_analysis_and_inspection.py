@@ -317,3 +317,9 @@ def test_each_task_is_ranked_at_its_own_test_sizes_and_incomplete_columns_are_le
     assert learned["learned"].all() and learned.loc["addition", "best in-distribution exact match (%)"] == 100.0
     recs, missing = L.load_available(L.task_grid("parity", ["nope"], [7]), results_dir="/nonexistent")
     assert recs == [] and missing == ["parity-nope-s7"]
+
+
+def test_exact_match_frame_of_no_records_has_the_columns():
+    empty = L.exact_match_frame([])
+    assert list(empty.columns) == ["task", "encoding", "seed", "n", "exact_match"] and empty.empty
+    assert L.learned_in_distribution(empty).empty and empty["exact_match"].dtype == float

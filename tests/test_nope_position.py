@@ -101,7 +101,7 @@ def test_probe_table_rows_cover_every_test_token_and_are_cached(nope_weights, mo
         tasks=("copy",),
         encodings=("nope",),
         train_sizes=[1, 2, 3],
-        test_sizes=[5],
+        test_sizes=[3, 5],
         results_dir=nope_weights,
         cache=nope_weights / "probes.csv",
     )
@@ -109,11 +109,23 @@ def test_probe_table_rows_cover_every_test_token_and_are_cached(nope_weights, mo
     n_layers = L.ModelConfig().n_layers
     assert set(table["layer"]) == set(range(n_layers + 1)) and set(table["probe"]) == {"linear", "mlp"}
     one = table[(table.layer == 0) & (table.probe == "linear")]
-    assert one["count"].sum() == 32 * (2 * 5 + 2)  # every input token of every sequence
-    assert set(one[one.position <= 5]["region"]) == {"prompt"} and set(one[one.position > 5]["region"]) == {"answer"}
+    counts = one.groupby("sizes")["count"].sum()  # every input token of every test sequence
+    assert counts["training"] == 32 * (2 * 3 + 2) and counts["longer"] == 32 * (2 * 5 + 2)
+    longer = one[one.sizes == "longer"]
+    assert set(longer[longer.position <= 5]["region"]) == {"prompt"}
+    assert set(longer[longer.position > 5]["region"]) == {"answer"}
     assert table["within_half"].between(0, 1).all() and (table["mae"] >= 0).all()
+    summary = L.probe_summary(table, bands=((6, 11),))
+    assert list(summary.columns) == ["training sizes", "positions 6-11"] and len(summary) == 2 * (n_layers + 1)
     monkeypatch.setattr(L, "load_model", lambda *a, **k: pytest.fail("recomputed a cached model"))
     assert L.position_probe_table(**kw)[table.columns].equals(table)
+
+
+def test_probes_are_tested_on_sequences_they_were_not_fitted_on():
+    model = L.DecoderOnlyLM(L.ModelConfig()).eval()
+    fit, _, _ = L.hidden_states_by_position(model, "copy", [4], 8)
+    test, _, _ = L.hidden_states_by_position(model, "copy", [4], 8, L.PROBE_TEST_SEED)
+    assert not torch.equal(fit[0], test[0])
 
 
 def test_first_layer_table_gives_a_distribution_per_query(nope_weights):
