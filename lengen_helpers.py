@@ -3855,6 +3855,27 @@ def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))
     return pd.DataFrame(parts)
 
 
+def first_layer_summary(table, bands: dict[str, tuple[int, int]]):
+    """Per (task, encoding, head) of `first_layer_table`: the mean over each band of query positions
+    of the BOS weight times (t + 1) and of the entropy over log(t + 1) (both 1 for uniform attention)."""
+    import pandas as pd
+
+    g = table.assign(
+        bos_x_t1=table["bos_weight"] * (table["position"] + 1),
+        entropy_ratio=table["entropy"] / table["uniform_entropy"],
+    )
+    parts = {
+        name: g[g["position"].between(lo, hi)]
+        .groupby(["task", "encoding", "head"])[["bos_x_t1", "entropy_ratio"]]
+        .mean()
+        for name, (lo, hi) in bands.items()
+    }
+    out = pd.concat(parts, axis=1)
+    names = {"bos_x_t1": "BOS weight x (t+1)", "entropy_ratio": "entropy / log(t+1)"}
+    out.columns = [f"positions {band}: {names[c]}" for band, c in out.columns]
+    return out
+
+
 def exact_match_cliff(df, level: float = 0.5):
     """Per (task, encoding, seed) of an exact-match frame: the largest size n up to which exact
     match stays at or above `level` at every size, and the last position that size's answer reaches
@@ -3933,9 +3954,10 @@ def plot_construction_precision(table, path: Path | None = None):
 
 
 def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path | None = None, probe: str = "mlp"):
-    """Probe error against position: one panel per (task, encoding), one line per layer, with the
-    last position the training sizes reach and each model's exact-match cliff (`reach`, keyed
-    'task/encoding') marked."""
+    """Probe error against position: one panel per (task, encoding), one colour per layer (solid:
+    held-out sequences of the training sizes; dashed: longer sequences), with the last position
+    the training sizes reach and each model's exact-match cliff (`reach`, keyed 'task/encoding')
+    marked."""
     import matplotlib.pyplot as plt
 
     t = table[table["probe"] == probe]
@@ -3947,15 +3969,18 @@ def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path 
     for ax, (task, enc) in zip(axes.flat, panels):
         g = t[(t["task"] == task) & (t["encoding"] == enc)]
         for layer, gl in g.groupby("layer"):
-            s = gl.groupby("position")[["abs_sum", "count"]].sum()
             name = "embeddings" if layer == 0 else f"after layer {layer}"
-            ax.plot(s.index, s["abs_sum"] / s["count"], lw=1.2, label=name)
+            for sizes, ls in (("training", "-"), ("longer", "--")):
+                s = gl[gl["sizes"] == sizes].groupby("position")[["abs_sum", "count"]].sum()
+                tag = f"{name}, " + ("training sizes" if sizes == "training" else "longer sequences")
+                ax.plot(s.index, s["abs_sum"] / s["count"], lw=1.1, ls=ls, color=f"C{layer}", label=tag)
         ax.axvline(train_last, color="black", ls=":", lw=1, label=f"last training position ({train_last})")
         cliff = reach.get(f"{task}/{enc}")
         if cliff is not None:
             ax.axvline(cliff, color="red", ls="--", lw=1, label=f"exact-match cliff ({cliff})")
-        ax.set(yscale="log", title=f"{task}, {label(enc)}", xlabel="position t")
-        ax.legend(fontsize=6)
+        ax.set(yscale="log", ylim=(1e-2, 2e2), title=f"{task}, {label(enc)}", xlabel="position t")
+        if ax is axes.flat[0]:  # one legend: the same lines in every panel
+            ax.legend(fontsize=6)
     for ax in axes[:, 0]:
         ax.set_ylabel(f"{probe} probe: mean |error| (positions)")
     for ax in axes.flat[len(panels) :]:
