@@ -4021,7 +4021,94 @@ def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
 
 
 # ---------------------------------------------------------------------------------------------
-# 13. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
+# 13. Where the models go wrong: the stop decision and the pointer, apart (notebook 09)
+# ---------------------------------------------------------------------------------------------
+
+ANATOMY_DIR = RESULTS_DIR / "anatomy"
+
+
+@torch.no_grad()
+def failure_anatomy(
+    model: DecoderOnlyLM, task: str, n: int, n_per_length: int = 256, seed: int = RunConfig.eval_seed
+) -> dict[str, float]:
+    """How a model fails at size n, on the evaluation sequences, in one teacher-forced pass:
+
+    exact_match   today's metric: every answer symbol and EOS is the argmax
+    length_given  the same with the length given: EOS is never predicted at a symbol's step, and
+                  written after the last symbol (equal to greedy decoding with EOS suppressed
+                  until the answer is complete, then forced)
+    token_accuracy  the share of answer symbols that are the argmax given the true prefix
+    eos_right     the share of rows whose EOS step predicts EOS
+    early_eos, wrong_symbol, missed_eos  the shares of rows whose first error is EOS at a
+                  symbol's step, a wrong symbol, or a missing EOS after a right answer
+    first_error_step  the mean answer step (0 = the first answer token) of the first error, over
+                  the failing rows (NaN if none fails)
+    """
+    t = get_task(task)
+    t.check_size(n)
+    batch = single_length_batch(t, n, n_per_length, eval_generator(task, n, seed))
+    was_training = model.training
+    model.eval()
+    logits = model(batch.inputs, positions=batch.positions[:, :-1])
+    model.train(was_training)
+    target, scored = batch.targets, batch.loss_mask
+    symbol, stop = scored & (target != EOS), scored & (target == EOS)
+    pred = logits.argmax(-1)
+    right = pred == target
+    given = logits.masked_fill(F.one_hot(torch.tensor(EOS), logits.shape[-1]).bool(), float("-inf")).argmax(-1)
+    exact = (right | ~scored).all(dim=1)
+    wrong = scored & ~right
+    first = wrong.float().argmax(dim=1)  # the first wrong column (0 where none)
+    fail = ~exact
+    at_first = pred.gather(1, first[:, None])[:, 0]
+    first_is_stop = stop.gather(1, first[:, None])[:, 0]
+    start = scored.float().argmax(dim=1)  # the first scored column: the first answer token
+    steps = (first - start)[fail].double()
+    return {
+        "exact_match": float(exact.double().mean()),
+        "length_given": float(((given == target) | ~symbol).all(dim=1).double().mean()),
+        "token_accuracy": float(right[symbol].double().mean()),
+        "eos_right": float(right[stop].double().mean()),
+        "early_eos": float((fail & ~first_is_stop & (at_first == EOS)).double().mean()),
+        "wrong_symbol": float((fail & ~first_is_stop & (at_first != EOS)).double().mean()),
+        "missed_eos": float((fail & first_is_stop).double().mean()),
+        "first_error_step": float(steps.mean()) if len(steps) else float("nan"),
+    }
+
+
+def failure_table(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = (0,),
+    lengths: Sequence[int] = range(1, 49),
+    results_dir: str | Path = RESULTS_DIR,
+    cache: Path | None = ANATOMY_DIR / "failures.csv",
+):
+    """`failure_anatomy` of each trained grid model at every length, computed once from the saved
+    weights and cached as CSV with each model's config hash (as the pointer scores are)."""
+    import pandas as pd
+
+    encodings = encoding_names() if encodings is None else encodings
+    current = {(t, e, s): (make_run(t, e, s).hash,) for t in tasks for e in encodings for s in seeds}
+    done = _cached_rows(cache, current, ["config_hash"])
+    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
+    rows = []
+    for (task, enc, seed), (h,) in current.items():
+        if (task, enc, seed) in have:
+            continue
+        model = load_model(task, enc, seed, results_dir)
+        for n in lengths:
+            measured = {k: round(v, 6) for k, v in failure_anatomy(model, task, n).items()}
+            rows.append({"task": task, "encoding": enc, "seed": seed, "n": n, **measured, "config_hash": h})
+    table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
+    if rows and cache is not None:
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
+    return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# 14. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 BENCH_DIR = RESULTS_DIR / "benchmarks"
@@ -4325,7 +4412,7 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 14. Command line
+# 15. Command line
 # ---------------------------------------------------------------------------------------------
 
 
