@@ -1037,10 +1037,12 @@ class MultiHeadAttention(nn.Module):
         cache: Cache | None = None,
         layer: int = 0,
         need_weights: bool = False,
+        q_scale: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """`mask` True = may attend; `bias` is added to the logits; `rotate` turns queries and keys
-        (RoPE); `memory` makes it cross-attention. With a decoding `cache` (section 5), x holds only
-        the new tokens and attention covers every cached position."""
+        (RoPE); `q_scale` (.., T, 1) multiplies the queries, so the content logits and not the bias
+        (`query_scale`); `memory` makes it cross-attention. With a decoding `cache` (section 5), x
+        holds only the new tokens and attention covers every cached position."""
         if cache is not None:
             memory = cache.inputs(layer, x, rotate)  # an InputCache: keys and values come from every input so far
         if memory is None:  # one matmul for all three maps
@@ -1052,6 +1054,8 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._split(q), self._split(k), self._split(v)
         if rotate is not None:
             q, k = rotate(q), rotate(k)
+        if q_scale is not None:
+            q = q * q_scale
         if cache is not None:
             k, v = cache.keys_values(layer, k, v)  # a KVCache: the keys and values of every position so far
         out, weights = attend(q, k, v, mask, bias, self.dropout if self.training else 0.0, need_weights)
@@ -1078,6 +1082,8 @@ class ModelConfig:
     max_positions: int = ranged(128, 1)  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
     rope_fraction: float = ranged(1.0, 0, 1, above=True)  # the paper rotated 0.25
     scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al. (notebook 04)
+    attention_temperature: float = ranged(1.0, 0, above=True)  # content logits q.k / sqrt(dh) divided by it
+    log_length_scaling: int = ranged(0, 0)  # N > 1: a query seeing k keys scales q.k by max(1, log k / log N)
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -1093,8 +1099,29 @@ class ModelConfig:
                 f"t5_max_distance={self.t5_max_distance} must exceed half of t5_num_buckets "
                 f"({self.t5_num_buckets}): the exact buckets cover distances below it"
             )
+        if self.log_length_scaling == 1:
+            raise ValueError("log_length_scaling must be 0 (off) or at least 2 (log 1 = 0); got 1")
         if self.encoding == "rope":
             rotary_dims(self)
+
+
+def query_scale(config: ModelConfig, positions: Tensor) -> Tensor | None:
+    """The factor on each query's content logits q.k (not on a relative bias), from the positions
+    (T,) or (B, T): 1 / attention_temperature, times max(1, log(keys seen) / log(N)) where
+    log_length_scaling = N (Chiang and Cholak 2022, kept at 1 within N keys so that a model
+    trained without it sees its training lengths unchanged). None when both are off: the model
+    is then exactly the unscaled one."""
+    t, n = config.attention_temperature, config.log_length_scaling
+    if t == 1.0 and n == 0:
+        return None
+    scale = torch.full(positions.shape, 1.0 / t)
+    if n > 0:
+        if n < 2:
+            raise ValueError(f"log_length_scaling must be 0 (off) or at least 2; got {n}")
+        keys = (positions + 1).double()  # causal: the query at position p sees p + 1 keys
+        scale = scale * (keys.log() / math.log(n)).clamp_min(1.0)
+    scale = scale.to(torch.get_default_dtype())
+    return scale[None, None, :, None] if positions.dim() == 1 else scale[:, None, :, None]
 
 
 class FeedForward(nn.Sequential):
@@ -1236,6 +1263,7 @@ class DecoderOnlyLM(nn.Module):
             bias, mask = bias.masked_fill(~mask, float("-inf")), None
         x = self.pos.embed(self._embed_tokens(idx), positions)
         attn = dict(mask=mask, bias=bias, rotate=self.pos.rotary(positions), cache=cache, need_weights=return_internals)
+        attn["q_scale"] = query_scale(self.config, positions)
         attentions, hidden = [], [x]
         for i, block in enumerate(self.blocks):
             x, w = block(x, layer=i, **attn)
@@ -1461,14 +1489,22 @@ def decode_step(model: DecoderOnlyLM, token: Tensor, cache: Cache) -> Tensor:
     x = model.pos.embed(model._embed_tokens(token)[:, None], position)[:, 0]  # (B, d)
     bias = model.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
     rotate = model.pos.rotary(position)
+    scale = query_scale(model.config, position)
+    q_scale = 1.0 if scale is None else float(scale)
     for i, block in enumerate(model.blocks):
-        x = block_step(block, x, cache, i, bias, rotate)
+        x = block_step(block, x, cache, i, bias, rotate, q_scale)
     cache.length += 1
     return F.linear(model.final_norm(x), model.lm_head.weight, model.lm_head.bias)
 
 
 def block_step(
-    block: Block, x: Tensor, cache: Cache, layer: int, bias: Tensor | None, rotate: Callable[[Tensor], Tensor] | None
+    block: Block,
+    x: Tensor,
+    cache: Cache,
+    layer: int,
+    bias: Tensor | None,
+    rotate: Callable[[Tensor], Tensor] | None,
+    q_scale: float = 1.0,
 ) -> Tensor:
     """`Block.forward` for one new token per row, x (B, d), attending over the cache (no dropout,
     as in eval mode)."""
@@ -1477,9 +1513,9 @@ def block_step(
     up, _, _, down = block.ffn  # linear, ReLU, dropout (off in generation), linear
     attn = block.self_attn
     if block.pre_norm:
-        x = x + attention_step(attn, _layer_norm(block.norm1, x), cache, layer, bias, rotate)
+        x = x + attention_step(attn, _layer_norm(block.norm1, x), cache, layer, bias, rotate, q_scale)
         return x + _feed_forward(up, down, _layer_norm(block.norm2, x))
-    x = _layer_norm(block.norm1, x + attention_step(attn, x, cache, layer, bias, rotate))
+    x = _layer_norm(block.norm1, x + attention_step(attn, x, cache, layer, bias, rotate, q_scale))
     return _layer_norm(block.norm2, x + _feed_forward(up, down, x))
 
 
@@ -1498,15 +1534,19 @@ def attention_step(
     layer: int,
     bias: Tensor | None,
     rotate: Callable[[Tensor], Tensor] | None,
+    q_scale: float = 1.0,
 ) -> Tensor:
     """`MultiHeadAttention.forward` for one new token per row, x (B, d): its key and value
-    (KVCache) or x itself (InputCache) go into the cache; its query attends over everything cached."""
+    (KVCache) or x itself (InputCache) go into the cache; its query (times `q_scale`) attends
+    over everything cached."""
     if _serves_inputs(cache, rotate):
-        return _attention_step_on_inputs(attn, x, cache, layer, bias)
+        return _attention_step_on_inputs(attn, x, cache, layer, bias, q_scale)
     B = x.shape[0]
     q, k, v = F.linear(x, attn.in_proj.weight, attn.in_proj.bias).view(B, 3, attn.n_heads, 1, attn.head_dim).unbind(1)
     if rotate is not None:
         q, k = rotate(q), rotate(k)
+    if q_scale != 1.0:
+        q = q * q_scale
     keys, values = cache.append(layer, k, v)
     out, _ = scaled_dot_product_attention(q, keys, values, None, bias)  # (B, H, 1, dh)
     return F.linear(out.view(B, -1), attn.out_proj.weight, attn.out_proj.bias)
@@ -1532,7 +1572,7 @@ def input_maps(attn: MultiHeadAttention) -> tuple[Tensor, Tensor, Tensor, Tensor
 
 
 def _attention_step_on_inputs(
-    attn: MultiHeadAttention, x: Tensor, cache: InputCache, layer: int, bias: Tensor | None
+    attn: MultiHeadAttention, x: Tensor, cache: InputCache, layer: int, bias: Tensor | None, q_scale: float = 1.0
 ) -> Tensor:
     """`attention_step` over the cached inputs h (B, L, d): per head, the scores are (W_k^T q) . h_j
     and the output is W_v (sum_j w_j h_j) + b_v (notebook 06)."""
@@ -1540,6 +1580,8 @@ def _attention_step_on_inputs(
     w_q, b_q, w_k, w_v, b_v = cache.maps[layer]
     h = cache.append(layer, x[:, None])
     q = F.linear(x, w_q, b_q).view(B, H, -1).transpose(0, 1)  # (H, B, dh), scaled
+    if q_scale != 1.0:
+        q = q * q_scale
     q = torch.bmm(q, w_k).transpose(0, 1)  # (B, H, d): each head's query in input space
     scores = torch.bmm(q, h.transpose(1, 2))  # (B, H, L)
     if bias is not None:
@@ -2023,7 +2065,12 @@ TRAINING_REVISION = 2
 # Config fields added after the grid was trained, with the value every earlier run had. At that
 # value a field is left out of the hash, so earlier runs keep their names and records; any other
 # value names a new run.
-LATER_FIELDS: dict[str, Any] = {"packed": True, "model.scale_embeddings": False}
+LATER_FIELDS: dict[str, Any] = {
+    "packed": True,
+    "model.scale_embeddings": False,
+    "model.attention_temperature": 1.0,
+    "model.log_length_scaling": 0,
+}
 
 
 def _hashed_fields(config: dict[str, Any]) -> dict[str, Any]:

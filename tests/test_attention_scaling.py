@@ -1,0 +1,72 @@
+"""Attention-logit scaling at inference (issue 15): a temperature and log-length scaling."""
+
+import math
+
+import pytest
+import torch
+from support import perturbed_model
+
+import lengen_helpers as L
+
+
+def scaled(model: L.DecoderOnlyLM, **fields) -> L.DecoderOnlyLM:
+    """The same weights under a config with the given scaling fields."""
+    cfg = L.ModelConfig(**{**vars(model.config), **fields})
+    other = L.DecoderOnlyLM(cfg).eval()
+    other.load_state_dict(model.state_dict())
+    return other
+
+
+def test_scaling_off_is_todays_model_and_todays_hash():
+    assert L.query_scale(L.ModelConfig(), torch.arange(5)) is None
+    cfg = L.make_run("copy", "nope", 0)
+    assert cfg.hash == L.make_run("copy", "nope", 0, attention_temperature=1.0, log_length_scaling=0).hash
+    on = L.make_run("copy", "nope", 0, attention_temperature=0.5)
+    assert on.hash != cfg.hash  # records of a scaled model are keyed apart
+
+
+@pytest.mark.parametrize("encoding", ["nope", "rope", "alibi", "t5"])
+def test_temperature_scales_the_content_logits_only(encoding):
+    model = perturbed_model(encoding)
+    x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, 12))
+    hot = scaled(model, attention_temperature=0.5)
+    by_hand = scaled(model)
+    with torch.no_grad():
+        d = model.config.d_model
+        for b in by_hand.blocks:  # doubling W_q and b_q doubles q.k and leaves the bias alone
+            b.self_attn.in_proj.weight[:d] *= 2
+            b.self_attn.in_proj.bias[:d] *= 2
+        assert torch.allclose(hot(x), by_hand(x), atol=1e-5)
+        assert not torch.allclose(hot(x), model(x), atol=1e-3)
+
+
+def test_log_length_scaling_leaves_the_first_n_positions_alone_and_sharpens_after():
+    model = perturbed_model("nope")
+    x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, 30))
+    log = scaled(model, log_length_scaling=10)
+    with torch.no_grad():
+        plain, sharp = model(x), log(x)
+    assert torch.equal(plain[:, :10], sharp[:, :10])  # 10 keys or fewer: factor 1, the same sums
+    assert (plain[:, 10:] - sharp[:, 10:]).abs().amax(dim=(0, 2)).min() > 1e-4
+    factor = L.query_scale(log.config, torch.arange(30))[0, 0, :, 0]
+    assert factor[29] == pytest.approx(math.log(30) / math.log(10)) and (factor[:10] == 1).all()
+
+
+@pytest.mark.parametrize("encoding", ["nope", "rope", "alibi"])
+@pytest.mark.parametrize("kind", ["kv", "inputs"])
+def test_cached_decoding_applies_the_same_scaling(encoding, kind):
+    if kind == "inputs" and encoding == "rope":
+        pytest.skip("an input cache cannot serve rotated keys")
+    model = scaled(perturbed_model(encoding), attention_temperature=0.7, log_length_scaling=6)
+    prompt = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (3, 5))
+    out, logits = model.generate(prompt, 10, use_cache=True, return_logits=True, cache_kind=kind)
+    with torch.no_grad():
+        full = model(out[:, :-1])[:, 4:]
+    assert torch.allclose(logits, full, atol=1e-4)
+
+
+def test_log_length_scaling_of_one_is_refused():
+    with pytest.raises(ValueError, match="log_length_scaling"):
+        L.ModelConfig(log_length_scaling=1)
+    with pytest.raises(ValueError, match="attention_temperature"):
+        L.ModelConfig(attention_temperature=0)
