@@ -198,6 +198,7 @@ def test_revision_one_records_keep_their_hash():
     cfg = tiny().to_dict()
     written = json.loads(json.dumps(cfg))  # as revision 1 wrote it, before the later fields existed
     del written["packed"], written["model"]["scale_embeddings"]
+    del written["model"]["attention_temperature"], written["model"]["log_length_scaling"]
     expected = __import__("hashlib").sha256(json.dumps(written, sort_keys=True).encode()).hexdigest()[:12]
     assert L.config_hash(cfg, 1) == L.config_hash(written, 1) == expected
 
@@ -208,7 +209,13 @@ def test_fields_added_after_the_grid_keep_the_grid_s_hashes_at_their_defaults():
     assert "packed" not in committed["config"]
     assert L.make_run("copy", "nope", 0).hash == committed["config_hash"] == "35698c6d50e8"
     base = tiny()
-    for changed in (tiny(packed=False), tiny(scale_embeddings=True)):  # any other value names a new run
+    others = (
+        tiny(packed=False),
+        tiny(scale_embeddings=True),
+        tiny(attention_temperature=2.0),
+        tiny(log_length_scaling=34),
+    )
+    for changed in others:  # any other value names a new run
         assert changed.hash != base.hash
         assert L.RunConfig.from_dict(changed.to_dict()).hash == changed.hash
 
