@@ -4154,6 +4154,76 @@ def failure_table(
     return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
+# Attention-logit scaling at inference, on the committed grid models (no retraining): the same
+# weights under a config with `attention_temperature` or `log_length_scaling` set.
+SCALINGS: dict[str, dict[str, Any]] = {
+    "none": {},
+    "temperature 0.5": {"attention_temperature": 0.5},
+    "temperature 0.75": {"attention_temperature": 0.75},
+    "temperature 1.5": {"attention_temperature": 1.5},
+    "log-length (N = 34)": {"log_length_scaling": 34},  # 34 keys: the longest training input (n = 16)
+}
+
+
+def load_scaled_model(task: str, encoding: str, seed: int, scaling: dict[str, Any], results_dir=RESULTS_DIR):
+    """A trained grid model's weights under a config with the given scaling fields."""
+    trained = load_model(task, encoding, seed, results_dir)
+    model = DecoderOnlyLM(dataclasses.replace(trained.config, **scaling), trained.vocab_size)
+    model.load_state_dict(trained.state_dict())
+    return model.eval()
+
+
+def scaling_table(
+    scalings: dict[str, dict[str, Any]] = SCALINGS,
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seed: int = 0,
+    lengths: Sequence[int] = range(14, 33),
+    results_dir: str | Path = RESULTS_DIR,
+    cache: Path | None = ANATOMY_DIR / "scaling.csv",
+):
+    """`failure_anatomy` of each seed-`seed` grid model under each scaling at each length, cached
+    as CSV; a row names its model by config hash and its scaling by name and fields."""
+    import pandas as pd
+
+    encodings = encoding_names() if encodings is None else encodings
+    done = pd.read_csv(cache, dtype={"config_hash": str}) if cache is not None and Path(cache).exists() else None
+    have = set()
+    if done is not None:
+        have = set(
+            zip(done["setting"], done["fields"], done["task"], done["encoding"], done["seed"], done["config_hash"])
+        )
+    rows = []
+    for name, fields in scalings.items():
+        spec = json.dumps(fields, sort_keys=True)
+        for task in tasks:
+            for enc in encodings:
+                h = make_run(task, enc, seed).hash
+                if (name, spec, task, enc, seed, h) in have:
+                    continue
+                model = load_scaled_model(task, enc, seed, fields, results_dir)
+                for n in lengths:
+                    measured = {k: round(v, 6) for k, v in failure_anatomy(model, task, n).items()}
+                    rows.append(
+                        {
+                            "setting": name,
+                            "fields": spec,
+                            "task": task,
+                            "encoding": enc,
+                            "seed": seed,
+                            "n": n,
+                            **measured,
+                            "config_hash": h,
+                        }
+                    )
+    parts = [p for p in (done, pd.DataFrame(rows) if rows else None) if p is not None]
+    table = pd.concat(parts, ignore_index=True)
+    if rows and cache is not None:
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["setting"].isin(list(scalings)) & table["task"].isin(tasks) & table["encoding"].isin(encodings)
+    return table[want & (table["seed"] == seed) & table["n"].isin(list(lengths))].reset_index(drop=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # 14. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------

@@ -70,3 +70,18 @@ def test_log_length_scaling_of_one_is_refused():
         L.ModelConfig(log_length_scaling=1)
     with pytest.raises(ValueError, match="attention_temperature"):
         L.ModelConfig(attention_temperature=0)
+
+
+def test_scaling_table_rows_and_cache(tmp_path, monkeypatch):
+    cfg = L.make_run("copy", "nope", 0)
+    L.weights_path(tmp_path, cfg).parent.mkdir(parents=True)
+    torch.save(L.DecoderOnlyLM(cfg.model).state_dict(), L.weights_path(tmp_path, cfg))
+    kw = dict(tasks=("copy",), encodings=("nope",), lengths=[3, 4], results_dir=tmp_path, cache=tmp_path / "s.csv")
+    settings = {"none": {}, "hot": {"attention_temperature": 0.5}}
+    table = L.scaling_table(settings, **kw)
+    assert len(table) == 4 and set(table["setting"]) == {"none", "hot"}
+    plain = table[table.setting == "none"].set_index("n")["exact_match"]
+    model = L.load_model("copy", "nope", 0, tmp_path)
+    assert plain[3] == round(L.failure_anatomy(model, "copy", 3)["exact_match"], 6)  # "none" is the model as trained
+    monkeypatch.setattr(L, "load_model", lambda *a, **k: pytest.fail("recomputed a cached setting"))
+    assert L.scaling_table(settings, **kw).equals(table)
