@@ -4154,6 +4154,33 @@ def failure_table(
     return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
+def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
+    """Per task: exact match (solid) and exact match with the length given (dashed) against n, one
+    colour per encoding: the gap between them is what the stop decision costs."""
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(table["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.3), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
+            g = g.sort_values("n")
+            ax.plot(g["n"], 100 * g["exact_match"], color=encoding_color(enc), label=f"{label(enc)}")
+            ax.plot(g["n"], 100 * g["length_given"], color=encoding_color(enc), ls="--", lw=1)
+        ax.plot([], [], color="gray", ls="--", lw=1, label="dashed: length given")
+        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
+        ax.set(
+            title=f"{task}: exact match, and with the length given (seed 0)",
+            xlabel="input length n (symbols)",
+            ylabel="exact match (%)",
+            xlim=(train_max - 4, 32),
+        )
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
 # Attention-logit scaling at inference, on the committed grid models (no retraining): the same
 # weights under a config with `attention_temperature` or `log_length_scaling` set.
 SCALINGS: dict[str, dict[str, Any]] = {
@@ -4222,6 +4249,33 @@ def scaling_table(
         _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
     want = table["setting"].isin(list(scalings)) & table["task"].isin(tasks) & table["encoding"].isin(encodings)
     return table[want & (table["seed"] == seed) & table["n"].isin(list(lengths))].reset_index(drop=True)
+
+
+def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 0.9):
+    """Per (task, encoding, setting) of `scaling_table`: exact match at the longest measured length
+    at or below 16 (in distribution), its mean over the `test` lengths, the same with the length
+    given, and the longest n up to which every measured length keeps `threshold` (from the
+    table's first length), each metric in %."""
+    import pandas as pd
+
+    rows = []
+    for (task, enc, setting), g in table.groupby(["task", "encoding", "setting"], sort=False):
+        g = g.set_index("n").sort_index()
+        inside = g.loc[g.index <= 16]
+        window = g.loc[test[0] : test[1]]
+        rows.append(
+            {
+                "task": task,
+                "encoding": enc,
+                "setting": setting,
+                f"n = {inside.index.max()}": 100 * inside["exact_match"].iloc[-1],
+                f"mean {test[0]}-{test[1]}": 100 * window["exact_match"].mean(),
+                f"mean {test[0]}-{test[1]}, length given": 100 * window["length_given"].mean(),
+                "longest n >= 90%": longest_at_least(g["exact_match"].to_dict(), threshold),
+                "longest n >= 90%, length given": longest_at_least(g["length_given"].to_dict(), threshold),
+            }
+        )
+    return pd.DataFrame(rows).set_index(["task", "encoding", "setting"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -85,3 +85,16 @@ def test_scaling_table_rows_and_cache(tmp_path, monkeypatch):
     assert plain[3] == round(L.failure_anatomy(model, "copy", 3)["exact_match"], 6)  # "none" is the model as trained
     monkeypatch.setattr(L, "load_model", lambda *a, **k: pytest.fail("recomputed a cached setting"))
     assert L.scaling_table(settings, **kw).equals(table)
+
+
+def test_scaling_summary_reads_in_distribution_window_and_reach():
+    import pandas as pd
+
+    rows = [
+        {"task": "copy", "encoding": "nope", "setting": "s", "n": n,
+         "exact_match": 1.0 if n <= 18 else 0.0, "length_given": 1.0 if n <= 20 else 0.5}
+        for n in range(14, 25)
+    ]  # fmt: skip
+    out = L.scaling_summary(pd.DataFrame(rows), test=(17, 20)).loc[("copy", "nope", "s")]
+    assert out["n = 16"] == 100 and out["mean 17-20"] == 50 and out["mean 17-20, length given"] == 100
+    assert out["longest n >= 90%"] == 18 and out["longest n >= 90%, length given"] == 20
