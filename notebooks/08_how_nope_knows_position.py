@@ -186,13 +186,16 @@ plt.show()
 
 # %% [markdown]
 # Per model, the layer whose MLP probe reads the position best on held-out sequences of the
-# training sizes, its error there and at positions 34-49 of longer sequences, beside the cliff:
+# training sizes, its error there and at positions 34-49 of longer sequences, beside the cliff
+# and the on-target score of its pointer head (notebook 05's cached scores) at n = 16 and 20:
 
 # %%
 mlp = summary.xs("mlp", level="probe").droplevel("seed")
 best = mlp.loc[mlp.groupby(["task", "encoding"])["training sizes"].idxmin()].reset_index("layer")
 best = best.join(cliff.set_index(["task", "encoding"])[["cliff_n", "last_position"]])
-best.rename(index=L.label, level="encoding").round(1)
+pointer = L.pointer_score_table(seeds=[0]).pivot_table(index=["task", "encoding"], columns="n", values="on_target")
+best = best.join(pointer[[16, 20]].rename(columns=lambda n: f"pointer at n = {n}"))
+best.rename(index=L.label, level="encoding").round(2)
 
 # %% [markdown]
 # ## What this says
@@ -230,5 +233,8 @@ best.rename(index=L.label, level="encoding").round(1)
 # not built to extrapolate. What the numbers do say: NoPE's first-layer signal continues past
 # the training length, while the position the later layers read from it does not; the values
 # 1/(t+1) for t > 33 are ones the model never saw, and telling neighbours apart there needs the
-# ever finer resolution the construction needed. Notebook 05's pointer heads decay in the same
-# place. Why the cliff sits where it does, and what moves it, is the next question.
+# ever finer resolution the construction needed. The pointer heads (notebook 05) do not
+# collapse with the probes: at n = 20 those of NoPE, ALiBi, T5 and the learned table still put
+# 0.47-0.63 of their mass on the right source (RoPE's and sinusoidal's 0.02-0.08), so whatever
+# the pointer uses degrades more gently than a linear or MLP readout of the absolute position.
+# The probe does not explain the cliff by itself; notebook 09 separates what does.
