@@ -2,7 +2,6 @@
 
 import math
 
-import pandas as pd
 import pytest
 import torch
 
@@ -135,4 +134,3 @@ def test_first_layer_table_gives_a_distribution_per_query(nope_weights):
     assert (table["entropy"] <= table["uniform_entropy"] + 1e-5).all()  # no distribution beats uniform
     first = table[table.position == 0]
     assert (first["bos_weight"] - 1).abs().max() < 1e-6 and first["entropy"].abs().max() < 1e-5
-    assert isinstance(table, pd.DataFrame)
