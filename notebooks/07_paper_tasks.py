@@ -213,8 +213,9 @@ pd.concat({"ours": per_task, "paper": L.paper_test_accuracy(per_task.columns)}, 
 # absolute encodings are at the bottom, as in the paper, but not distinguishable from one another
 # here (nor RoPE from T5). Over all ten tasks, learned or not, the top of the order is the same
 # (NoPE > ALiBi > T5), and RoPE ranks above the learned table there (the claims above); NoPE's
-# and ALiBi's figures happen to lie close to the paper's, T5's far below it. The tasks differ widely: on sorting NoPE keeps almost all of its
-# accuracy up to twice the training size, far ahead of every other encoding; on SCAN NoPE is first
+# and ALiBi's figures happen to lie close to the paper's, T5's far below it. The tasks differ
+# widely: on sorting NoPE keeps almost all of its accuracy up to twice the training size, far
+# ahead of every other encoding; on SCAN NoPE is first
 # with 0.356 over 26-48 actions, but the paper's T5 (0.799), level with its NoPE (0.797), is far
 # weaker here (0.120); on parity the order is different again (the per-task table and the claims
 # per task below). PCFG, not learned here, sits at 6-11% for every encoding, against the paper's
