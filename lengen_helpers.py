@@ -3217,6 +3217,36 @@ def _cached_rows(cache: Path | None, current: dict[tuple, tuple], hash_cols: Seq
     return done[[not s for s in stale]].reset_index(drop=True)
 
 
+def per_model_table(
+    compute: Callable[[DecoderOnlyLM, str], Any],
+    tasks: Sequence[str],
+    encodings: Sequence[str] | None,
+    seeds: Sequence[int],
+    results_dir: str | Path,
+    cache: Path | None,
+):
+    """The rows `compute(model, task)` gives (a DataFrame) for each trained grid model of the
+    tasks, encodings (default: every registered one) and seeds, each row with its task, encoding,
+    seed and config hash. Computed once from the saved weights and cached as CSV: rows whose model
+    has other weights now are recomputed (`_cached_rows`), rows for models not asked about are kept."""
+    import pandas as pd
+
+    encodings = encoding_names() if encodings is None else encodings
+    current = {(t, e, s): (make_run(t, e, s).hash,) for t in tasks for e in encodings for s in seeds}
+    done = _cached_rows(cache, current, ["config_hash"])
+    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
+    parts = [done]
+    for (task, enc, seed), (h,) in current.items():
+        if (task, enc, seed) not in have:
+            rows = compute(load_model(task, enc, seed, results_dir), task)
+            parts.append(rows.assign(task=task, encoding=enc, seed=seed, config_hash=h))
+    table = pd.concat(parts, ignore_index=True)
+    if len(parts) > 1 and cache is not None:
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
+    return table[want].reset_index(drop=True)
+
+
 def pointer_score_table(
     tasks: Sequence[str] = ("copy", "reverse"),
     encodings: Sequence[str] | None = None,
@@ -3229,37 +3259,16 @@ def pointer_score_table(
     """On-target score of each model's pointer head (chosen at n = choose_at) at every length.
     Computed once from the saved weights and cached as CSV, each row with its model's config
     hash; rows for the current models are reused. `encodings` defaults to every registered one."""
+
     import pandas as pd
 
-    encodings = encoding_names() if encodings is None else encodings
-    current = {(t, e, s): (make_run(t, e, s).hash,) for t in tasks for e in encodings for s in seeds}
-    done = _cached_rows(cache, current, ["config_hash"])
-    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
-    rows = []
-    for (task, enc, seed), (h,) in current.items():
-        if (task, enc, seed) in have:
-            continue
-        model = load_model(task, enc, seed, results_dir)
+    def compute(model: DecoderOnlyLM, task: str):
         layer, head, _ = pointer_head(model, task, choose_at)
-        for n in lengths:
-            score = float(pointer_scores(model, task, n)[layer, head])
-            rows.append(
-                {
-                    "task": task,
-                    "encoding": enc,
-                    "seed": seed,
-                    "n": n,
-                    "layer": layer,
-                    "head": head,
-                    "on_target": round(score, 6),
-                    "config_hash": h,
-                }
-            )
-    table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
-    if rows and cache is not None:
-        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
-    return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
+        scores = [round(float(pointer_scores(model, task, n)[layer, head]), 6) for n in lengths]
+        return pd.DataFrame({"n": list(lengths), "layer": layer, "head": head, "on_target": scores})
+
+    table = per_model_table(compute, tasks, encodings, seeds, results_dir, cache)
+    return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
 def draw_attention(
@@ -3805,25 +3814,12 @@ def position_probe_table(
     """`probe_errors` for each trained model of the grid (seed `seed`), computed once from the
     saved weights and cached as CSV with each model's config hash (rows for other weights are
     recomputed, as for the pointer scores)."""
-    import pandas as pd
 
-    encodings = encoding_names() if encodings is None else encodings
-    current = {(t, e, seed): (make_run(t, e, seed).hash,) for t in tasks for e in encodings}
-    done = _cached_rows(cache, current, ["config_hash"])
-    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
-    parts = [done]
-    for (task, enc, s), (h,) in current.items():
-        if (task, enc, s) in have:
-            continue
-        model = load_model(task, enc, s, results_dir)
+    def compute(model: DecoderOnlyLM, task: str):
         errors = probe_errors(model, task, train_sizes, test_sizes)
-        parts.append(errors.assign(task=task, encoding=enc, seed=s, config_hash=h))
-    table = pd.concat(parts, ignore_index=True)
-    if len(parts) > 1 and cache is not None:
-        table["mae"], table["within_half"] = table["mae"].round(4), table["within_half"].round(4)
-        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & (table["seed"] == seed)
-    return table[want].reset_index(drop=True)
+        return errors.assign(mae=errors["mae"].round(4), within_half=errors["within_half"].round(4))
+
+    return per_model_table(compute, tasks, encodings, [seed], results_dir, cache)
 
 
 @torch.no_grad()
@@ -3863,26 +3859,12 @@ def first_layer_table(
     cache: Path | None = PROBES_DIR / "first_layer_attention.csv",
 ):
     """`first_layer_attention` for each trained model of the grid (seed `seed`), cached as CSV."""
-    import pandas as pd
 
-    encodings = encoding_names() if encodings is None else encodings
-    current = {(t, e, seed): (make_run(t, e, seed).hash,) for t in tasks for e in encodings}
-    done = _cached_rows(cache, current, ["config_hash"])
-    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
-    parts = [done]
-    for (task, enc, s), (h,) in current.items():
-        if (task, enc, s) not in have:
-            model = load_model(task, enc, s, results_dir)
-            parts.append(
-                first_layer_attention(model, task, sizes).assign(task=task, encoding=enc, seed=s, config_hash=h)
-            )
-    table = pd.concat(parts, ignore_index=True)
-    if len(parts) > 1 and cache is not None:
-        for c in ("bos_weight", "entropy", "uniform_entropy"):
-            table[c] = table[c].round(5)
-        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & (table["seed"] == seed)
-    return table[want].reset_index(drop=True)
+    def compute(model: DecoderOnlyLM, task: str):
+        rows = first_layer_attention(model, task, sizes)
+        return rows.round({"bos_weight": 5, "entropy": 5, "uniform_entropy": 5})
+
+    return per_model_table(compute, tasks, encodings, [seed], results_dir, cache)
 
 
 def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))):
@@ -4133,25 +4115,15 @@ def failure_table(
 ):
     """`failure_anatomy` of each trained grid model at every length, computed once from the saved
     weights and cached as CSV with each model's config hash (as the pointer scores are)."""
+
     import pandas as pd
 
-    encodings = encoding_names() if encodings is None else encodings
-    current = {(t, e, s): (make_run(t, e, s).hash,) for t in tasks for e in encodings for s in seeds}
-    done = _cached_rows(cache, current, ["config_hash"])
-    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
-    rows = []
-    for (task, enc, seed), (h,) in current.items():
-        if (task, enc, seed) in have:
-            continue
-        model = load_model(task, enc, seed, results_dir)
-        for n in lengths:
-            measured = {k: round(v, 6) for k, v in failure_anatomy(model, task, n).items()}
-            rows.append({"task": task, "encoding": enc, "seed": seed, "n": n, **measured, "config_hash": h})
-    table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
-    if rows and cache is not None:
-        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
-    return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
+    def compute(model: DecoderOnlyLM, task: str):
+        rows = [{"n": n, **failure_anatomy(model, task, n)} for n in lengths]
+        return pd.DataFrame(rows).round(6)
+
+    table = per_model_table(compute, tasks, encodings, seeds, results_dir, cache)
+    return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
 def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
