@@ -1115,9 +1115,7 @@ def query_scale(config: ModelConfig, positions: Tensor) -> Tensor | None:
     if t == 1.0 and n == 0:
         return None
     scale = torch.full(positions.shape, 1.0 / t)
-    if n > 0:
-        if n < 2:
-            raise ValueError(f"log_length_scaling must be 0 (off) or at least 2; got {n}")
+    if n > 0:  # ModelConfig refuses N = 1
         keys = (positions + 1).double()  # causal: the query at position p sees p + 1 keys
         scale = scale * (keys.log() / math.log(n)).clamp_min(1.0)
     scale = scale.to(torch.get_default_dtype())
@@ -3148,11 +3146,12 @@ def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path 
     return model.eval()
 
 
-def inspection_batch(task: str, n: int, n_examples: int = 64) -> Batch:
-    """The inspection sequences of size n (drawn apart from training and evaluation)."""
+def inspection_batch(task: str, n: int, n_examples: int = 64, seed: int = POINTER_SEED) -> Batch:
+    """The inspection sequences of size n (drawn apart from training and evaluation; another
+    `seed` draws another set, as the probes' test sequences are)."""
     if not isinstance(n_examples, int) or isinstance(n_examples, bool) or n_examples < 1:
         raise ValueError(f"n_examples must be an integer >= 1; got {n_examples!r}")
-    return single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, POINTER_SEED))
+    return single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, seed))
 
 
 @torch.no_grad()
@@ -3259,7 +3258,6 @@ def pointer_score_table(
     """On-target score of each model's pointer head (chosen at n = choose_at) at every length.
     Computed once from the saved weights and cached as CSV, each row with its model's config
     hash; rows for the current models are reused. `encodings` defaults to every registered one."""
-
     import pandas as pd
 
     def compute(model: DecoderOnlyLM, task: str):
@@ -3703,7 +3701,7 @@ def hidden_states_by_position(
     per_layer: list[list[Tensor]] = []
     positions, of_size = [], []
     for n in sizes:
-        batch = single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, seed))
+        batch = inspection_batch(task, n, n_examples, seed)
         _, internals = model(batch.inputs, return_internals=True)
         B, T = batch.inputs.shape
         if not per_layer:
@@ -3907,25 +3905,16 @@ def first_layer_summary(table, bands: dict[str, tuple[int, int]]):
 
 def exact_match_cliff(df, level: float = 0.5):
     """Per (task, encoding, seed) of an exact-match frame: the largest size n up to which exact
-    match stays at or above `level` at every size, and the last position that size's answer reaches
-    (the query that predicts EOS: prompt + answer + 1)."""
-    rows = []
-    for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"]):
-        g = g.sort_values("n")
-        below = g[g["exact_match"] < level]
-        n = int(g["n"].max()) if below.empty else int(below["n"].min()) - 1
-        t = get_task(task)
-        rows.append(
-            {
-                "task": task,
-                "encoding": enc,
-                "seed": seed,
-                "cliff_n": n,
-                "last_position": t.prompt_length(n) + t.answer_length(n) + 1 if n >= 1 else 0,
-            }
-        )
+    match stays at or above `level` at every size (`longest_at_least`), and the last position
+    that size's answer reaches (the query that predicts EOS: prompt + answer + 1)."""
     import pandas as pd
 
+    rows = []
+    for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"]):
+        n = longest_at_least(dict(zip(g["n"], g["exact_match"])), level)
+        t = get_task(task)
+        last = t.prompt_length(n) + t.answer_length(n) + 1 if n >= 1 else 0
+        rows.append({"task": task, "encoding": enc, "seed": seed, "cliff_n": n, "last_position": last})
     return pd.DataFrame(rows)
 
 
@@ -4084,7 +4073,7 @@ def failure_anatomy(
     symbol, stop = scored & (target != EOS), scored & (target == EOS)
     pred = logits.argmax(-1)
     right = pred == target
-    given = logits.masked_fill(F.one_hot(torch.tensor(EOS), logits.shape[-1]).bool(), float("-inf")).argmax(-1)
+    given = logits.index_fill(-1, torch.tensor([EOS]), float("-inf")).argmax(-1)  # EOS ruled out
     exact = (right | ~scored).all(dim=1)
     wrong = scored & ~right
     first = wrong.float().argmax(dim=1)  # the first wrong column (0 where none)
@@ -4115,7 +4104,6 @@ def failure_table(
 ):
     """`failure_anatomy` of each trained grid model at every length, computed once from the saved
     weights and cached as CSV with each model's config hash (as the pointer scores are)."""
-
     import pandas as pd
 
     def compute(model: DecoderOnlyLM, task: str):
@@ -4165,12 +4153,11 @@ SCALINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def load_scaled_model(task: str, encoding: str, seed: int, scaling: dict[str, Any], results_dir=RESULTS_DIR):
-    """A trained grid model's weights under a config with the given scaling fields."""
-    trained = load_model(task, encoding, seed, results_dir)
-    model = DecoderOnlyLM(dataclasses.replace(trained.config, **scaling), trained.vocab_size)
-    model.load_state_dict(trained.state_dict())
-    return model.eval()
+def with_config(model: DecoderOnlyLM, **fields: Any) -> DecoderOnlyLM:
+    """The same weights under a config with some fields changed (the attention scaling, say)."""
+    other = DecoderOnlyLM(dataclasses.replace(model.config, **fields), model.vocab_size)
+    other.load_state_dict(model.state_dict())
+    return other.eval()
 
 
 def scaling_table(
@@ -4180,48 +4167,25 @@ def scaling_table(
     seed: int = 0,
     lengths: Sequence[int] = range(1, 33),
     results_dir: str | Path = RESULTS_DIR,
-    cache: Path | None = ANATOMY_DIR / "scaling.csv",
+    cache_dir: Path | None = ANATOMY_DIR / "scaling",
 ):
-    """`failure_anatomy` of each seed-`seed` grid model under each scaling at each length, cached
-    as CSV; a row names its model by config hash and its scaling by name and fields."""
+    """`failure_anatomy` of each seed-`seed` grid model under each scaling (named, with its
+    fields) at each length. Each scaling's rows are a `per_model_table`, cached in a CSV named by
+    its fields, so a new scaling computes only its own rows."""
     import pandas as pd
 
-    encodings = encoding_names() if encodings is None else encodings
-    done = pd.read_csv(cache, dtype={"config_hash": str}) if cache is not None and Path(cache).exists() else None
-    have = set()
-    if done is not None:
-        have = set(
-            zip(done["setting"], done["fields"], done["task"], done["encoding"], done["seed"], done["config_hash"])
-        )
-    rows = []
+    parts = []
     for name, fields in scalings.items():
-        spec = json.dumps(fields, sort_keys=True)
-        for task in tasks:
-            for enc in encodings:
-                h = make_run(task, enc, seed).hash
-                if (name, spec, task, enc, seed, h) in have:
-                    continue
-                model = load_scaled_model(task, enc, seed, fields, results_dir)
-                for n in lengths:
-                    measured = {k: round(v, 6) for k, v in failure_anatomy(model, task, n).items()}
-                    rows.append(
-                        {
-                            "setting": name,
-                            "fields": spec,
-                            "task": task,
-                            "encoding": enc,
-                            "seed": seed,
-                            "n": n,
-                            **measured,
-                            "config_hash": h,
-                        }
-                    )
-    parts = [p for p in (done, pd.DataFrame(rows) if rows else None) if p is not None]
+
+        def compute(model: DecoderOnlyLM, task: str, fields: dict[str, Any] = fields):
+            scaled = with_config(model, **fields)
+            return pd.DataFrame([{"n": n, **failure_anatomy(scaled, task, n)} for n in lengths]).round(6)
+
+        spec = ",".join(f"{k}={v}" for k, v in sorted(fields.items())) or "none"
+        cache = None if cache_dir is None else Path(cache_dir) / f"{spec}.csv"
+        parts.append(per_model_table(compute, tasks, encodings, [seed], results_dir, cache).assign(setting=name))
     table = pd.concat(parts, ignore_index=True)
-    if rows and cache is not None:
-        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    want = table["setting"].isin(list(scalings)) & table["task"].isin(tasks) & table["encoding"].isin(encodings)
-    return table[want & (table["seed"] == seed) & table["n"].isin(list(lengths))].reset_index(drop=True)
+    return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
 def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 0.9, train_max: int = 16):

@@ -8,13 +8,7 @@ from support import perturbed_model
 
 import lengen_helpers as L
 
-
-def scaled(model: L.DecoderOnlyLM, **fields) -> L.DecoderOnlyLM:
-    """The same weights under a config with the given scaling fields."""
-    cfg = L.ModelConfig(**{**vars(model.config), **fields})
-    other = L.DecoderOnlyLM(cfg).eval()
-    other.load_state_dict(model.state_dict())
-    return other
+scaled = L.with_config  # the same weights under a config with the given scaling fields
 
 
 def test_scaling_off_is_todays_model_and_todays_hash():
@@ -76,7 +70,7 @@ def test_scaling_table_rows_and_cache(tmp_path, monkeypatch):
     cfg = L.make_run("copy", "nope", 0)
     L.weights_path(tmp_path, cfg).parent.mkdir(parents=True)
     torch.save(L.DecoderOnlyLM(cfg.model).state_dict(), L.weights_path(tmp_path, cfg))
-    kw = dict(tasks=("copy",), encodings=("nope",), lengths=[3, 4], results_dir=tmp_path, cache=tmp_path / "s.csv")
+    kw = dict(tasks=("copy",), encodings=("nope",), lengths=[3, 4], results_dir=tmp_path, cache_dir=tmp_path / "s")
     settings = {"none": {}, "hot": {"attention_temperature": 0.5}}
     table = L.scaling_table(settings, **kw)
     assert len(table) == 4 and set(table["setting"]) == {"none", "hot"}
