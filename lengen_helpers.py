@@ -233,6 +233,56 @@ class Reverse(Task):
         return list(range(n, 0, -1))
 
 
+# Index hints (Zhou et al. 2023; notebook 09): each prompt symbol of a pointer task is preceded by a
+# hint token, a run of consecutive hints from a random start among `n_hints`, and each answer symbol
+# by the hint of the symbol it reproduces. Training then sees every hint and every step from one
+# hint to the next; the answer can point by content (the symbol after the same hint in the prompt)
+# and stop by content (the next hint is not in the prompt): neither needs a position.
+N_HINTS = 64
+
+
+class IndexHinted(Task):
+    """A pointer task (prompt of n symbols, `source_positions` defined) with index hints: prompt
+    [h_s, x_1, h_s+1, x_2, ..], answer [hint of y_1's source, y_1, ..]. Subclass with `base`."""
+
+    base: str = ""
+    n_hints: int = N_HINTS
+
+    def __init__(self) -> None:
+        self.inner = get_task(self.base)
+        if self.inner.source_positions(self.inner.min_size) is None or self.inner.prompt_length(2) != 2:
+            raise ValueError(f"index hints need a pointer task with n prompt symbols; {self.base!r} is not one")
+        self.symbols = (*self.inner.symbols, *(f"h{i}" for i in range(self.n_hints)))
+        self.min_size, self.train_max_size = self.inner.min_size, self.inner.train_max_size
+        self.max_size = self.n_hints if self.inner.max_size is None else min(self.n_hints, self.inner.max_size)
+
+    def prompt_length(self, n: int) -> int:
+        return 2 * self.inner.prompt_length(n)
+
+    def answer_length(self, n: int) -> int:
+        return 2 * self.inner.answer_length(n)
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        x, y = self.inner.sample(n, batch_size, generator)
+        start = torch.randint(0, self.n_hints - n + 1, (batch_size, 1), generator=generator)
+        hints = N_SPECIAL + len(self.inner.symbols) + start + torch.arange(n)  # (B, n) token ids
+        source = torch.tensor(self.inner.source_positions(n)) - 1
+        return torch.stack([hints, x], -1).flatten(1), torch.stack([hints[:, source], y], -1).flatten(1)
+
+    def source_positions(self, n: int) -> list[int]:
+        return [p for s in self.inner.source_positions(n) for p in (2 * s - 1, 2 * s)]
+
+
+@register_task
+class HintedCopy(IndexHinted):
+    name, base = "copy_hints", "copy"
+
+
+@register_task
+class HintedReverse(IndexHinted):
+    name, base = "reverse_hints", "reverse"
+
+
 # The paper's arithmetic and algorithmic tasks (notebook 07), at our scale: each draws its prompts
 # from a seed, has its own symbols, and is tested against an independent computation in
 # tests/test_paper_tasks.py. Sizes up to L = 8 train, L+1 to 2L test, as in the paper.
@@ -721,6 +771,33 @@ def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
     return Batch(tokens, positions, segments, is_target[:, 1:])
 
 
+def randomize_positions(batch: Batch, n_positions: int, generator: torch.Generator) -> Batch:
+    """Ruoss et al. 2023's randomized positions: each sequence's positions 0..L-1 become a sorted
+    random sample of L distinct positions from [0, n_positions), so that training at short lengths
+    still visits every position an encoding can be asked about (notebook 09)."""
+    seg, offset = batch.segments, batch.positions.expand_as(batch.segments)
+    per_row = int(seg.max()) + 1 if seg.numel() else 1
+    seq = (torch.arange(seg.shape[0])[:, None] * per_row + seg.clamp_min(0))[seg >= 0]  # each token's sequence
+    lengths = torch.zeros(seg.shape[0] * per_row, dtype=torch.long).index_add_(0, seq, torch.ones_like(seq))
+    longest = int(lengths.max())
+    if longest > n_positions:
+        raise ValueError(f"a sequence of {longest} tokens cannot take distinct positions from [0, {n_positions})")
+    # the top-L of i.i.d. keys is a uniform L-subset; columns past a sequence's length sort last
+    keys = torch.rand(len(lengths), n_positions, generator=generator)
+    picked = keys.topk(longest, dim=1).indices
+    picked = torch.where(torch.arange(longest) < lengths[:, None], picked, n_positions + torch.arange(longest))
+    positions = torch.zeros_like(batch.segments)
+    positions[seg >= 0] = picked.sort(dim=1).values[seq, offset[seg >= 0]]
+    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
+
+
+def model_positions(config: ModelConfig, batch: Batch, generator: torch.Generator) -> Batch:
+    """The batch with the positions the model reads: randomized if it was trained so, else as they are."""
+    if config.random_positions == 0:
+        return batch
+    return randomize_positions(batch, config.random_positions, generator)
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. Positional encodings (notebook 01)
 # ---------------------------------------------------------------------------------------------
@@ -1084,6 +1161,7 @@ class ModelConfig:
     scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al. (notebook 04)
     attention_temperature: float = ranged(1.0, 0, above=True)  # content logits q.k / sqrt(dh) divided by it
     log_length_scaling: int = ranged(0, 0)  # N > 1: a query seeing k keys scales q.k by max(1, log k / log N)
+    random_positions: int = ranged(0, 0)  # P > 0: positions are a sorted random sample from [0, P) (Ruoss et al.)
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -1098,6 +1176,11 @@ class ModelConfig:
             raise ValueError(
                 f"t5_max_distance={self.t5_max_distance} must exceed half of t5_num_buckets "
                 f"({self.t5_num_buckets}): the exact buckets cover distances below it"
+            )
+        if self.encoding == "learned" and self.random_positions > self.max_positions:
+            raise ValueError(
+                f"random_positions={self.random_positions} draws positions past the learned table's "
+                f"max_positions={self.max_positions}; set max_positions >= random_positions"
             )
         if self.log_length_scaling == 1:
             raise ValueError("log_length_scaling must be 0 (off) or at least 2 (log 1 = 0); got 1")
@@ -1297,6 +1380,11 @@ class DecoderOnlyLM(nn.Module):
         feeds only the newest token (`step`); without it, every step re-runs the whole sequence so far.
         """
         self._check_ids(prompt)  # generated tokens are argmaxes over the vocabulary: valid by construction
+        if self.config.random_positions:
+            raise ValueError(
+                "generate decodes at positions 0, 1, ..; a model trained with random_positions reads sorted "
+                "random ones: score it teacher-forced (exact_match_by_length, failure_anatomy), which equals greedy"
+            )
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0; got {max_new_tokens!r}")
         B, P = prompt.shape
@@ -1635,7 +1723,7 @@ def exact_match_by_length(
     out: dict[int, float] = {}
     for n in lengths:
         g = eval_generator(task, n, seed)
-        batch = single_length_batch(t, n, n_per_length, g)
+        batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g)
         hits = [
             exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)
         ]
@@ -2003,6 +2091,7 @@ class RunConfig:
     eval_per_length: int = ranged(256, 1)
     eval_seed: int = ranged(1234, 0)  # apart from the training seeds: the same test set for every model
     packed: bool = True  # pack sequences into rows; False: one per row, padded (same loss and gradients)
+    train_eos: bool = True  # False: EOS is left out of the loss, so the stop decision is never trained
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -2068,6 +2157,8 @@ LATER_FIELDS: dict[str, Any] = {
     "model.scale_embeddings": False,
     "model.attention_temperature": 1.0,
     "model.log_length_scaling": 0,
+    "model.random_positions": 0,
+    "train_eos": True,
 }
 
 
@@ -2121,9 +2212,13 @@ def make_optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
 
 
 def training_batch(task: Task, cfg: RunConfig, generator: torch.Generator, packed: bool = True) -> Batch:
-    """batch_size sequences, each with n drawn uniformly from [train_min_len, train_max_len]."""
+    """batch_size sequences, each with n drawn uniformly from [train_min_len, train_max_len], at
+    the positions the model reads (`model_positions`); EOS left out of the loss if not `train_eos`."""
     make = packed_training_batch if packed else padded_training_batch
-    return make(task, training_lengths(cfg, generator), generator)
+    batch = model_positions(cfg.model, make(task, training_lengths(cfg, generator), generator), generator)
+    if not cfg.train_eos:
+        batch.loss_mask = batch.loss_mask & (batch.targets != EOS)
+    return batch
 
 
 def batch_loss(model: DecoderOnlyLM, batch: Batch) -> Tensor:
@@ -2365,6 +2460,42 @@ def task_grid(
 LONGER_STEPS: dict[str, int] = {"lego": 10_000, "addition": 10_000, "polynomial": 10_000}
 
 
+# Training interventions on the length-generalization cliff (notebook 09), each a way to make a
+# run from (task, encoding, seed); with none of them, a run is the grid's own.
+RANDOM_POSITIONS = 320  # P: at least 3x the longest test sequence (copy at n = 48 has 99 tokens)
+
+
+def intervention_run(intervention: str, task: str, encoding: str, seed: int = 0) -> RunConfig:
+    """The run of `task` and `encoding` under a named training intervention (`INTERVENTIONS`)."""
+    if intervention not in INTERVENTIONS:
+        raise _unknown("intervention", intervention, INTERVENTIONS)
+    return INTERVENTIONS[intervention](task, encoding, seed)
+
+
+INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
+    "none": make_run,
+    # Ruoss et al. 2023: positions sampled from [0, P) in training and evaluation alike
+    "random positions": lambda t, e, s: make_run(
+        t, e, s, random_positions=RANDOM_POSITIONS, **({"max_positions": RANDOM_POSITIONS} if e == "learned" else {})
+    ),
+    # the stop decision never trained: scored with the length given
+    "no EOS in loss": lambda t, e, s: make_run(t, e, s, train_eos=False),
+    # Zhou et al. 2023: the same task with index hints (a task of its own: `IndexHinted`)
+    "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s),
+}
+
+
+def cliff_interventions() -> list[RunConfig]:
+    """Notebook 09's training runs, in the order they were queued: the seed-0 run of every
+    (intervention, encoding) tried, on copy and reverse, then seeds 1 and 2 of the most promising."""
+    seed0 = [
+        *[("index hints", e) for e in ("nope", "alibi")],
+        *[("no EOS in loss", e) for e in ("nope", "alibi")],
+        *[("random positions", e) for e in ("sinusoidal", "learned", "rope", "alibi", "t5")],
+    ]
+    return [intervention_run(i, t, e, 0) for i, e in seed0 for t in ("copy", "reverse")]
+
+
 # Named sets of runs for the command line (`sweep --grid NAME`), each with its own results folder
 # under results/ (the ablations are kept apart from the main grid).
 GRIDS: dict[str, tuple[Callable[[], list[RunConfig]], str]] = {
@@ -2373,6 +2504,7 @@ GRIDS: dict[str, tuple[Callable[[], list[RunConfig]], str]] = {
     "paper-tasks": (lambda: [c for t in PAPER_TASKS for c in task_grid(t)], "."),  # task by task
     **{t: (lambda t=t: task_grid(t), ".") for t in (*PAPER_TASKS, "scan", "pcfg")},  # one task's runs
     **{f"{t}-longer": (lambda t=t, n=n: task_grid(t, steps=n), ".") for t, n in LONGER_STEPS.items()},
+    "cliff": (cliff_interventions, "interventions"),
 }
 
 
@@ -4064,7 +4196,8 @@ def failure_anatomy(
     """
     t = get_task(task)
     t.check_size(n)
-    batch = single_length_batch(t, n, n_per_length, eval_generator(task, n, seed))
+    g = eval_generator(task, n, seed)
+    batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g)
     was_training = model.training
     model.eval()
     logits = model(batch.inputs, positions=batch.positions[:, :-1])
