@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -3269,7 +3270,11 @@ POINTER_SEED = 4321  # the inspection sequences, apart from training and evaluat
 
 def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
     """A trained model of the study's grid, from its saved weights (loaded with weights_only=True)."""
-    cfg = make_run(task, encoding, seed)
+    return load_run_model(make_run(task, encoding, seed), results_dir)
+
+
+def load_run_model(cfg: RunConfig, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
+    """The trained model of any run, from its saved weights (loaded with weights_only=True)."""
     path = weights_path(Path(results_dir), cfg)
     if not path.exists():
         raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
@@ -3355,21 +3360,26 @@ def per_model_table(
     seeds: Sequence[int],
     results_dir: str | Path,
     cache: Path | None,
+    run: Callable[[str, str, int], RunConfig] = make_run,
 ):
-    """The rows `compute(model, task)` gives (a DataFrame) for each trained grid model of the
-    tasks, encodings (default: every registered one) and seeds, each row with its task, encoding,
-    seed and config hash. Computed once from the saved weights and cached as CSV: rows whose model
-    has other weights now are recomputed (`_cached_rows`), rows for models not asked about are kept."""
+    """The rows `compute(model, task)` gives (a DataFrame) for each trained model of the tasks,
+    encodings (default: every registered one) and seeds, each row with its task, encoding, seed and
+    config hash. The models are the grid's, or those `run(task, encoding, seed)` names (compute
+    then gets the run's own task). Computed once from the saved weights and cached as CSV: rows
+    whose model has other weights now are recomputed (`_cached_rows`), rows for models not asked
+    about are kept."""
     import pandas as pd
 
     encodings = encoding_names() if encodings is None else encodings
-    current = {(t, e, s): (make_run(t, e, s).hash,) for t in tasks for e in encodings for s in seeds}
+    configs = {(t, e, s): run(t, e, s) for t in tasks for e in encodings for s in seeds}
+    current = {key: (cfg.hash,) for key, cfg in configs.items()}
     done = _cached_rows(cache, current, ["config_hash"])
     have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
     parts = [done]
     for (task, enc, seed), (h,) in current.items():
         if (task, enc, seed) not in have:
-            rows = compute(load_model(task, enc, seed, results_dir), task)
+            cfg = configs[task, enc, seed]
+            rows = compute(load_run_model(cfg, results_dir), cfg.task)
             parts.append(rows.assign(task=task, encoding=enc, seed=seed, config_hash=h))
     table = pd.concat(parts, ignore_index=True)
     if len(parts) > 1 and cache is not None:
@@ -4346,6 +4356,134 @@ def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 
             }
         )
     return pd.DataFrame(rows).set_index(["task", "encoding", "setting"])
+
+
+# Training interventions (`INTERVENTIONS`, section 9): the failure anatomy of every trained run of
+# each, beside the grid's own models ("none"), cached per intervention.
+INTERVENTIONS_DIR = RESULTS_DIR / GRIDS["cliff"][1]
+
+
+def intervention_dir(intervention: str, results_dir: str | Path = RESULTS_DIR) -> Path:
+    """Where an intervention's runs are kept: the grid's folder for "none", else the sweep's own."""
+    if intervention not in INTERVENTIONS:
+        raise _unknown("intervention", intervention, INTERVENTIONS)
+    return Path(results_dir) if intervention == "none" else Path(results_dir) / GRIDS["cliff"][1]
+
+
+def intervention_table(
+    interventions: Sequence[str] = tuple(INTERVENTIONS),
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(3),
+    lengths: Sequence[int] = range(1, 49),
+    results_dir: str | Path = RESULTS_DIR,
+    cache_dir: Path | None = ANATOMY_DIR,
+    scaling: dict[str, Any] | None = None,
+):
+    """`failure_anatomy` at each length of every trained run of each intervention (runs without a
+    record are skipped: a partly trained sweep reports what it has), with an `intervention` column.
+    The grid's models ("none") share `failure_table`'s cache; the others have one each. With
+    `scaling` (fields of `SCALINGS`), the models are measured under it, in caches of their own."""
+    import pandas as pd
+
+    scaling = scaling or {}
+    suffix = "".join(f",{k}={v}" for k, v in sorted(scaling.items()))
+
+    def compute(model: DecoderOnlyLM, task: str):
+        model = with_config(model, **scaling) if scaling else model
+        return pd.DataFrame([{"n": n, **failure_anatomy(model, task, n)} for n in lengths]).round(6)
+
+    encodings = encoding_names() if encodings is None else encodings
+    parts = []
+    for name in interventions:
+        folder = intervention_dir(name, results_dir)
+        run = functools.partial(intervention_run, name)
+        cache = None
+        if cache_dir is not None:
+            slug = name.replace(" ", "_")
+            plain = "failures.csv" if name == "none" and not scaling else f"interventions/{slug}{suffix}.csv"
+            cache = Path(cache_dir) / plain
+        for t, e, s in itertools.product(tasks, encodings, seeds):
+            if record_path(folder, run(t, e, s)).exists():
+                rows = per_model_table(compute, [t], [e], [s], folder, cache, run)
+                parts.append(rows[rows["n"].isin(list(lengths))].assign(intervention=name))
+    if not parts:
+        raise FileNotFoundError(f"no trained runs of {list(interventions)} in {results_dir}; run the sweep first")
+    return pd.concat(parts, ignore_index=True)
+
+
+def intervention_summary(table, threshold: float = 0.9, train_max: int = 16, at: int = 32):
+    """Per (intervention, task, encoding, seed) of `intervention_table`, in %: mean exact match
+    over the training lengths (with EOS, and with the length given), exact match at n = `at` (both
+    ways), and the longest n up to which every length keeps `threshold` (both ways)."""
+    import pandas as pd
+
+    rows = []
+    for key, g in table.groupby(["intervention", "task", "encoding", "seed"], sort=False):
+        g = g.set_index("n").sort_index()
+        inside = g.loc[g.index <= train_max]
+        rows.append(
+            {
+                **dict(zip(["intervention", "task", "encoding", "seed"], key)),
+                "in distribution": 100 * inside["exact_match"].mean(),
+                "in distribution, length given": 100 * inside["length_given"].mean(),
+                f"n = {at}": 100 * g.loc[at, "exact_match"] if at in g.index else float("nan"),
+                f"n = {at}, length given": 100 * g.loc[at, "length_given"] if at in g.index else float("nan"),
+                "longest n >= 90%": longest_at_least(g["exact_match"].to_dict(), threshold),
+                "longest n >= 90%, length given": longest_at_least(g["length_given"].to_dict(), threshold),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def seed_spread(summary, column: str):
+    """One column of `intervention_summary` across seeds, per (intervention, task, encoding):
+    "mean (min-max, k seeds)" as text, for a table a reader scans."""
+
+    def spread(v) -> str:
+        return f"{v.mean():.0f} ({v.min():.0f}-{v.max():.0f}, {len(v)})" if len(v) > 1 else f"{v.iloc[0]:.0f} (1)"
+
+    keys = ["intervention", "task", "encoding"]
+    return summary.groupby(keys, sort=False)[column].agg(spread).unstack("task")
+
+
+def plot_interventions(table, path: Path | None = None, train_max: int = 16):
+    """Exact match against n (mean over the seeds trained), one panel per (task, intervention):
+    the intervention's models solid (the length given dashed), the same encodings' grid models
+    dotted."""
+    import matplotlib.pyplot as plt
+
+    tasks = list(dict.fromkeys(table["task"]))
+    others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
+    fig, axes = plt.subplots(len(tasks), len(others), figsize=(5 * len(others), 3.8 * len(tasks)), squeeze=False)
+    mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
+    for row, task in zip(axes, tasks):
+        for ax, name in zip(row, others):
+            encs = list(dict.fromkeys(table[(table["intervention"] == name) & (table["task"] == task)]["encoding"]))
+            for enc in encs:
+                g, c = mean.loc[(name, task, enc)], encoding_color(enc)
+                seeds = table[(table["intervention"] == name) & (table["task"] == task) & (table["encoding"] == enc)]
+                k = seeds["seed"].nunique()
+                ax.plot(g.index, 100 * g["exact_match"], color=c, label=f"{label(enc)} ({k} seed{'s' * (k > 1)})")
+                ax.plot(g.index, 100 * g["length_given"], color=c, ls="--", lw=1)
+                if ("none", task, enc) in mean.index:
+                    ax.plot(
+                        mean.loc[("none", task, enc)].index,
+                        100 * mean.loc[("none", task, enc)]["exact_match"],
+                        color=c,
+                        ls=":",
+                        lw=1,
+                    )
+            ax.plot([], [], color="gray", ls="--", lw=1, label="length given")
+            ax.plot([], [], color="gray", ls=":", lw=1, label="grid model (no intervention)")
+            ax.axvline(train_max, color="black", ls=":", lw=1)
+            ax.axvline(2 * train_max, color="black", ls="-", lw=0.5)
+            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)", ylim=(-3, 103))
+            ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------

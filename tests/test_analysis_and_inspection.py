@@ -180,8 +180,9 @@ def test_attention_tables_reuse_cached_rows_only_for_the_same_weights(two_seed_w
     assert len(first) == 2 * 2 * 2 and first["config_hash"].str.len().eq(12).all()
 
     loads = []
-    real_load = L.load_model
-    monkeypatch.setattr(L, "load_model", lambda *a, **k: loads.append(a[:3]) or real_load(*a, **k))
+    real_load = L.load_run_model
+    spy = lambda cfg, *a, **k: loads.append((cfg.task, cfg.encoding, cfg.seed)) or real_load(cfg, *a, **k)  # noqa: E731
+    monkeypatch.setattr(L, "load_run_model", spy)
     again = make(**kw)
     assert loads == [] and again.equals(first)  # all served from the cache
 

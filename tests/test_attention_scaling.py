@@ -77,7 +77,7 @@ def test_scaling_table_rows_and_cache(tmp_path, monkeypatch):
     plain = table[table.setting == "none"].set_index("n")["exact_match"]
     model = L.load_model("copy", "nope", 0, tmp_path)
     assert plain[3] == round(L.failure_anatomy(model, "copy", 3)["exact_match"], 6)  # "none" is the model as trained
-    monkeypatch.setattr(L, "load_model", lambda *a, **k: pytest.fail("recomputed a cached setting"))
+    monkeypatch.setattr(L, "load_run_model", lambda *a, **k: pytest.fail("recomputed a cached setting"))
     assert L.scaling_table(settings, **kw).equals(table)
 
 

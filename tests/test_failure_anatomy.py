@@ -18,6 +18,7 @@ class Copier(nn.Module):
         super().__init__()
         self.n, self.step, self.instead = n, step, instead
         self.training = False
+        self.config = L.ModelConfig()  # read for its positions (0, 1, ..: not randomized)
 
     def forward(self, idx, positions=None):
         B, T = idx.shape

@@ -1,0 +1,222 @@
+"""Training interventions on the length-generalization cliff (issue 15, notebook 09): index hints,
+randomized positions, training without EOS in the loss, and the tables that report them."""
+
+import pandas as pd
+import pytest
+import torch
+from support import TINY, perturbed_model
+
+import lengen_helpers as L
+
+
+def draw(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+# ---- index hints -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, base", [("copy_hints", "copy"), ("reverse_hints", "reverse")])
+def test_index_hints_wrap_the_base_task(name, base):
+    task, inner = L.get_task(name), L.get_task(base)
+    n = 7
+    prompt, answer = task.sample(n, 50, draw())
+    x, y = inner.sample(n, 50, draw())  # the same draw comes first: the same symbols
+    assert torch.equal(prompt[:, 1::2], x) and torch.equal(answer[:, 1::2], y)
+    hints = prompt[:, 0::2] - (L.N_SPECIAL + len(inner.symbols))
+    assert ((hints >= 0) & (hints < L.N_HINTS)).all()
+    assert (hints[:, 1:] - hints[:, :-1] == 1).all()  # consecutive, from a random start
+    assert hints[:, 0].unique().numel() > 10
+    # every answer token is the prompt token its source position names (hints included)
+    src = torch.tensor(task.source_positions(n)) - 1
+    assert torch.equal(prompt[:, src], answer)
+    assert task.vocab_size == inner.vocab_size + L.N_HINTS and task.max_size == L.N_HINTS
+    assert task.sequence_length(n) == 4 * n + 3
+
+
+def test_index_hints_reach_every_hint_in_training_and_refuse_sizes_past_them():
+    task = L.get_task("copy_hints")
+    prompt, _ = task.sample(16, 2000, draw())
+    assert prompt[:, 0::2].unique().numel() == L.N_HINTS  # every hint (and step between them) is trained
+    with pytest.raises(ValueError, match="sizes 1 to 64"):
+        L.make_sequences(task, L.N_HINTS + 1, 1, draw())
+    assert task.decode(task.encode(["h0", "s3", "h63"])) == ["h0", "s3", "h63"]
+
+
+def test_index_hints_need_a_pointer_task(monkeypatch):
+    class HintedSorting(L.IndexHinted):
+        name, base = "sorting_hints", "sorting"  # no source position per answer token
+
+    with pytest.raises(ValueError, match="pointer task"):
+        HintedSorting()
+
+
+# ---- randomized positions ----------------------------------------------------------------------
+
+
+def test_random_positions_are_a_sorted_sample_per_sequence():
+    batch = L.packed_training_batch(L.get_task("copy"), [3, 5, 2, 7, 1, 16, 16], draw())
+    out = L.randomize_positions(batch, 100, draw(1))
+    assert torch.equal(out.tokens, batch.tokens) and torch.equal(out.loss_mask, batch.loss_mask)
+    seg = batch.segments
+    assert (out.positions[seg < 0] == 0).all()
+    for b in range(seg.shape[0]):
+        for s in seg[b].unique().tolist():
+            if s < 0:
+                continue
+            p = out.positions[b][seg[b] == s]
+            assert (p[1:] > p[:-1]).all() and p.min() >= 0 and p.max() < 100  # sorted and distinct
+    # deterministic for a generator state, different for another
+    assert torch.equal(out.positions, L.randomize_positions(batch, 100, draw(1)).positions)
+    assert not torch.equal(out.positions, L.randomize_positions(batch, 100, draw(2)).positions)
+
+
+def test_random_positions_cover_the_whole_range_uniformly():
+    batch = L.single_length_batch(L.get_task("copy"), 4, 4000, draw())  # 11 tokens a row
+    pos = L.randomize_positions(batch, 40, draw(3)).positions
+    counts = torch.bincount(pos.flatten(), minlength=40).float()
+    assert (counts > 0).all()
+    assert counts.std() / counts.mean() < 0.1  # each position in 11/40 of rows, give or take
+
+
+def test_random_positions_refuse_a_sequence_longer_than_the_range():
+    batch = L.single_length_batch(L.get_task("copy"), 16, 2, draw())  # 35 tokens
+    with pytest.raises(ValueError, match="35 tokens cannot take distinct positions from \\[0, 20\\)"):
+        L.randomize_positions(batch, 20, draw())
+
+
+def test_random_positions_off_is_todays_model_and_hash():
+    cfg = L.make_run("copy", "rope", 0)
+    assert cfg.hash == L.make_run("copy", "rope", 0, random_positions=0, train_eos=True).hash
+    assert L.make_run("copy", "rope", 0, random_positions=320).hash != cfg.hash
+    assert L.make_run("copy", "rope", 0, train_eos=False).hash != cfg.hash
+    batch = L.single_length_batch(L.get_task("copy"), 5, 3, draw())
+    assert L.model_positions(L.ModelConfig(), batch, draw()) is batch
+    # training batches with the options off: exactly today's, drawing the same random numbers
+    g1, g2 = draw(4), draw(4)
+    today = L.packed_training_batch(L.get_task("copy"), L.training_lengths(cfg, g1), g1)
+    now = L.training_batch(L.get_task("copy"), cfg, g2)
+    for a, b in zip(
+        (today.tokens, today.positions, today.segments, today.loss_mask),
+        (now.tokens, now.positions, now.segments, now.loss_mask),
+    ):
+        assert torch.equal(a, b)
+    assert torch.equal(g1.get_state(), g2.get_state())
+
+
+def test_random_positions_config_checks_the_learned_table():
+    with pytest.raises(ValueError, match="max_positions >= random_positions"):
+        L.ModelConfig(encoding="learned", random_positions=320)
+    L.ModelConfig(encoding="learned", random_positions=320, max_positions=320)
+    with pytest.raises(ValueError, match="random_positions"):
+        L.ModelConfig(random_positions=-1)
+
+
+def test_training_and_evaluation_read_random_positions(monkeypatch):
+    cfg = L.make_run("copy", "alibi", 0, random_positions=200)
+    batch = L.training_batch(L.get_task("copy"), cfg, draw())
+    assert not L._counts_up_within(batch.positions, batch.segments)
+    assert int(batch.positions.max()) > 40
+    model = L.with_config(perturbed_model("alibi"), random_positions=200)
+    seen = []
+    real = L.DecoderOnlyLM.forward
+    monkeypatch.setattr(
+        L.DecoderOnlyLM,
+        "forward",
+        lambda self, idx, positions=None, **kw: seen.append(positions) or real(self, idx, positions, **kw),
+    )
+    L.exact_match_by_length(model, "copy", [6], n_per_length=4)
+    L.failure_anatomy(model, "copy", 6, n_per_length=4)
+    assert len(seen) == 2 and torch.equal(seen[0], seen[1])  # the same evaluation draw, both ways
+    assert not torch.equal(seen[0][0], torch.arange(seen[0].shape[1]))
+    with pytest.raises(ValueError, match="teacher-forced"):
+        model.generate(torch.tensor([[L.BOS, 5, 6, L.SEP]]), 3)
+
+
+# ---- no EOS in the loss ------------------------------------------------------------------------
+
+
+def test_no_eos_in_the_loss_drops_exactly_the_eos_targets():
+    on, off = L.make_run("copy", "nope", 0), L.make_run("copy", "nope", 0, train_eos=False)
+    a = L.training_batch(L.get_task("copy"), on, draw(5))
+    b = L.training_batch(L.get_task("copy"), off, draw(5))
+    assert torch.equal(a.tokens, b.tokens)
+    eos = a.targets == L.EOS
+    assert (a.loss_mask & eos).sum() == 64  # one EOS per sequence is scored by default
+    assert not (b.loss_mask & eos).any()
+    assert torch.equal(b.loss_mask, a.loss_mask & ~eos)
+
+
+# ---- interventions and their tables ------------------------------------------------------------
+
+
+def test_interventions_name_runs_apart_from_the_grid():
+    grid = L.make_run("copy", "alibi", 1)
+    assert L.intervention_run("none", "copy", "alibi", 1) == grid
+    runs = {name: L.intervention_run(name, "copy", "alibi", 1) for name in L.INTERVENTIONS if name != "none"}
+    assert len({r.hash for r in runs.values()} | {grid.hash}) == len(runs) + 1
+    assert runs["index hints"].task == "copy_hints"
+    assert L.intervention_run("random positions", "copy", "learned", 0).model.max_positions == L.RANDOM_POSITIONS
+    with pytest.raises(ValueError, match="unknown intervention 'dropout'.*random positions"):
+        L.intervention_run("dropout", "copy", "nope")
+    cliff = L.cliff_interventions()
+    assert len({c.hash for c in cliff}) == len(cliff)
+
+
+def test_intervention_table_computes_once_and_reads_its_cache(tmp_path, monkeypatch):
+    tiny = lambda **kw: lambda t, e, s: L.make_run(t, e, s, **{**TINY, **kw})  # noqa: E731
+    monkeypatch.setitem(L.INTERVENTIONS, "none", tiny())
+    monkeypatch.setitem(L.INTERVENTIONS, "no EOS in loss", tiny(train_eos=False))
+    monkeypatch.setitem(L.INTERVENTIONS, "index hints", lambda t, e, s: L.make_run(f"{t}_hints", e, s, **TINY))
+    for name in ("none", "no EOS in loss", "index hints"):
+        L.run_and_save(L.intervention_run(name, "copy", "nope", 0), L.intervention_dir(name, tmp_path))
+    kw = dict(tasks=["copy"], encodings=["nope", "alibi"], seeds=[0], lengths=range(1, 5), results_dir=tmp_path)
+    names = ["none", "no EOS in loss", "index hints", "random positions"]
+    table = L.intervention_table(names, cache_dir=tmp_path / "anatomy", **kw)
+    # alibi and random positions were never trained: skipped, not an error
+    assert sorted(set(table["intervention"])) == ["index hints", "no EOS in loss", "none"]
+    assert len(table) == 3 * 4 and set(table["encoding"]) == {"nope"} and set(table["task"]) == {"copy"}
+    assert (tmp_path / "anatomy" / "interventions" / "index_hints.csv").exists()
+    temperatures = []
+    anatomy = L.failure_anatomy
+    monkeypatch.setattr(
+        L, "failure_anatomy", lambda m, *a: temperatures.append(m.config.attention_temperature) or anatomy(m, *a)
+    )
+    hot = L.intervention_table(
+        ["no EOS in loss"], cache_dir=tmp_path / "anatomy", scaling={"attention_temperature": 0.9}, **kw
+    )
+    assert set(temperatures) == {0.9} and len(hot) == 4
+    assert (tmp_path / "anatomy" / "interventions" / "no_EOS_in_loss,attention_temperature=0.9.csv").exists()
+    monkeypatch.setattr(L, "load_run_model", lambda *a, **k: pytest.fail("the cache should serve"))
+    again = L.intervention_table(names, cache_dir=tmp_path / "anatomy", **kw)
+    pd.testing.assert_frame_equal(table, again)
+    with pytest.raises(FileNotFoundError, match="no trained runs"):
+        L.intervention_table(["random positions"], cache_dir=None, **kw)
+
+
+def test_intervention_summary_and_spread():
+    def rows(intervention, seed, em, given):
+        return [
+            dict(
+                intervention=intervention,
+                task="copy",
+                encoding="nope",
+                seed=seed,
+                n=n,
+                exact_match=em(n),
+                length_given=given(n),
+            )
+            for n in range(1, 41)
+        ]
+
+    table = pd.DataFrame(
+        rows("hints", 0, lambda n: 1.0 if n <= 33 else 0.5, lambda n: 1.0)
+        + rows("hints", 1, lambda n: 0.96 if n <= 20 else 0.0, lambda n: 1.0 if n <= 30 else 0.0)
+    )
+    s = L.intervention_summary(table).set_index("seed")
+    assert s.loc[0, "longest n >= 90%"] == 33 and s.loc[0, "longest n >= 90%, length given"] == 40
+    assert s.loc[1, "longest n >= 90%"] == 20 and s.loc[1, "longest n >= 90%, length given"] == 30
+    assert s.loc[0, "n = 32"] == 100 and s.loc[1, "n = 32"] == 0
+    assert s.loc[1, "in distribution"] == pytest.approx(96)
+    spread = L.seed_spread(s.reset_index(), "longest n >= 90%")
+    assert spread.loc[("hints", "nope"), "copy"] == "26 (20-33, 2)"
