@@ -2509,6 +2509,13 @@ GRIDS: dict[str, tuple[Callable[[], list[RunConfig]], str]] = {
 }
 
 
+def intervention_dir(intervention: str, results_dir: str | Path = RESULTS_DIR) -> Path:
+    """Where an intervention's runs are kept: the grid's folder for "none", else the sweep's own."""
+    if intervention not in INTERVENTIONS:
+        raise _unknown("intervention", intervention, INTERVENTIONS)
+    return Path(results_dir) if intervention == "none" else Path(results_dir) / GRIDS["cliff"][1]
+
+
 def record_path(results_dir: Path, cfg: RunConfig) -> Path:
     return Path(results_dir) / "runs" / f"{cfg.name}-{cfg.hash}.json"
 
@@ -3421,24 +3428,28 @@ def draw_attention(
     example: int = 0,
     ax=None,
     results_dir: str | Path = RESULTS_DIR,
+    intervention: str = "none",
 ) -> dict[str, Any]:
     """Heatmap of one head on one gold sequence (output steps x all positions), on-target cells
-    ringed; returns what was drawn, including the model's greedy output against the target."""
+    ringed; returns what was drawn, including the model's greedy output against the target. The
+    model is the grid's, or that of a training `intervention` (notebook 09)."""
     import matplotlib.pyplot as plt
 
-    model = load_model(task, encoding, seed, results_dir)
+    cfg = intervention_run(intervention, task, encoding, seed)
+    model, task = load_run_model(cfg, intervention_dir(intervention, results_dir)), cfg.task
     c = model.config
     for name, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
             valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
             raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
     batch = inspection_batch(task, n, max(64, example + 1))
+    batch = model_positions(c, batch, torch.Generator().manual_seed(POINTER_SEED))
     head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
     q, k = on_target(task, n)
     rows = head_maps[example, q].numpy()
     score = float(head_maps[:, q, k].mean())
     sep = int(q[0])  # the query that predicts y_1 is SEP
-    generated = model.generate(batch.tokens[example : example + 1, : sep + 1], len(q) + 1)[0, sep + 1 :]
+    generated = _greedy_answer(model, batch, example, sep, len(q) + 1)
     target = batch.tokens[example, sep + 1 :]
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
@@ -3460,6 +3471,19 @@ def draw_attention(
         "correct": bool(torch.equal(generated, target)),
         "ax": ax,
     }
+
+
+def _greedy_answer(model: DecoderOnlyLM, batch: Batch, row: int, sep: int, steps: int) -> Tensor:
+    """One row's greedy answer after SEP. At randomized positions, whose decoding `generate` does
+    not serve, it is re-run on the growing sequence at the row's own positions."""
+    if not model.config.random_positions:
+        return model.generate(batch.tokens[row : row + 1, : sep + 1], steps)[0, sep + 1 :]
+    out, positions = batch.tokens[row : row + 1, : sep + 1], batch.positions[row : row + 1]
+    with torch.no_grad():
+        for _ in range(steps):
+            nxt = model(out, positions=positions[:, : out.shape[1]])[:, -1].argmax(-1, keepdim=True)
+            out = torch.cat([out, nxt], dim=1)
+    return out[0, sep + 1 :]
 
 
 def plot_pointer_heads(
@@ -4361,13 +4385,6 @@ def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 
 # Training interventions (`INTERVENTIONS`, section 9): the failure anatomy of every trained run of
 # each, beside the grid's own models ("none"), cached per intervention.
 INTERVENTIONS_DIR = RESULTS_DIR / GRIDS["cliff"][1]
-
-
-def intervention_dir(intervention: str, results_dir: str | Path = RESULTS_DIR) -> Path:
-    """Where an intervention's runs are kept: the grid's folder for "none", else the sweep's own."""
-    if intervention not in INTERVENTIONS:
-        raise _unknown("intervention", intervention, INTERVENTIONS)
-    return Path(results_dir) if intervention == "none" else Path(results_dir) / GRIDS["cliff"][1]
 
 
 def intervention_table(

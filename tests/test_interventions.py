@@ -220,3 +220,26 @@ def test_intervention_summary_and_spread():
     assert s.loc[1, "in distribution"] == pytest.approx(96)
     spread = L.seed_spread(s.reset_index(), "longest n >= 90%")
     assert spread.loc[("hints", "nope"), "copy"] == "26 (20-33, 2)"
+
+
+@pytest.mark.parametrize("intervention", ["index hints", "random positions"])
+def test_draw_attention_serves_intervention_models(tmp_path, monkeypatch, intervention):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    make = L.INTERVENTIONS[intervention]
+    monkeypatch.setitem(
+        L.INTERVENTIONS, intervention, lambda t, e, s: make(t, e, s).__class__(**{**make(t, e, s).to_dict(), **TINY})
+    )
+    cfg = L.intervention_run(intervention, "reverse", "alibi", 0)
+    L.run_and_save(cfg, L.intervention_dir(intervention, tmp_path))
+    drawn = L.draw_attention(
+        "reverse", "alibi", 0, layer=1, head=2, n=5, results_dir=tmp_path, intervention=intervention
+    )
+    answer = L.get_task(cfg.task).answer_length(5) + 1  # the answer and EOS
+    assert len(drawn["generated"]) == len(drawn["target"]) == answer
+    assert drawn["attention"].shape == (
+        L.get_task(cfg.task).answer_length(5),
+        L.get_task(cfg.task).sequence_length(5) - 1,
+    )
+    assert 0 <= drawn["on_target"] <= 1
