@@ -2473,6 +2473,11 @@ def intervention_run(intervention: str, task: str, encoding: str, seed: int = 0)
     return INTERVENTIONS[intervention](task, encoding, seed)
 
 
+def _rows_for(encoding: str, task: Task) -> dict[str, int]:
+    """A learned table long enough for the task's longest evaluation sequence (hints double it)."""
+    return {"max_positions": task.sequence_length(RunConfig.eval_max_len)} if encoding == "learned" else {}
+
+
 INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
     "none": make_run,
     # Ruoss et al. 2023: positions sampled from [0, P) in training and evaluation alike
@@ -2482,8 +2487,15 @@ INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
     # the stop decision never trained: scored with the length given
     "no EOS in loss": lambda t, e, s: make_run(t, e, s, train_eos=False),
     # Zhou et al. 2023: the same task with index hints (a task of its own: `IndexHinted`)
-    "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s),
+    "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"))),
 }
+
+
+def intervention_of(cfg: RunConfig) -> str | None:
+    """The name of the intervention (`INTERVENTIONS`) that makes this run, or None if none does."""
+    task = TASKS[cfg.task]
+    base = task.base if issubclass(task, IndexHinted) else cfg.task
+    return next((name for name, make in INTERVENTIONS.items() if make(base, cfg.encoding, cfg.seed) == cfg), None)
 
 
 def cliff_interventions() -> list[RunConfig]:

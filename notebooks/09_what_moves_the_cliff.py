@@ -13,14 +13,14 @@
 # ---
 
 # %% [markdown]
-# # 09 · What moves the cliff (first part: where the models go wrong, and inference-only fixes)
+# # 09 · What moves the cliff
 #
 # Every model of the grid is at 0% exact match by n = 23, 1.4 times the training length
-# (notebook 04). This chapter asks why the cliff sits where it does and what moves it. **This is
-# its first part**: the anatomy of the failures, and two interventions that need no retraining
-# (attention-logit scaling, and decoding with the length given), on the committed seed-0 models.
-# The training interventions (randomized positions, training without the stop decision, ...)
-# are not run yet; they will follow in this notebook.
+# (notebook 04). This chapter asks why the cliff sits where it does and what moves it. First the
+# anatomy of the failures; then two interventions that need no retraining (attention-logit
+# scaling, and decoding with the length given), on the committed seed-0 models; then three
+# interventions in training (randomized positions, no stop decision in the loss, index hints),
+# each run beside the grid's models.
 #
 # Everything here is computed once from the saved weights, on the evaluation sequences (256 per
 # length, the grid's evaluation seed), and cached in `results/anatomy/`.
@@ -108,7 +108,7 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
       f"temperature 0.9 multiplies every logit by {1 / 0.9:.2f}, 0.75 by {1 / 0.75:.2f}")
 
 # %% [markdown]
-# ## What this part says
+# ## What inference alone does
 #
 # **Part of the cliff is the stop decision, and for ALiBi on copy nearly all of it at first.** At
 # n = 17, ALiBi's copy model writes the whole answer right in 98% of rows when told the length,
@@ -137,6 +137,46 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 # matter here: its factor has only reached 1.11 at n = 24, and it changes no model's reach.
 #
 # **The goal is not met by inference-time changes.** No setting holds 90% exact match at
-# n = 32 (2x) on copy or reverse; the longest reach is n = 19. The training interventions
-# (randomized positions, training without the stop decision or with index hints, and one more)
-# are the next part of this chapter; they are not run yet.
+# n = 32 (2x) on copy or reverse; the longest reach is n = 19. So the models must be trained
+# differently.
+
+# %% [markdown]
+# ## Interventions in training
+#
+# Three ways to train the study's model otherwise, each an option of the module and a config
+# field (off by default: the grid's runs keep their configs and hashes, tested), named in
+# `L.INTERVENTIONS`:
+# - **random positions** (`ModelConfig.random_positions = P`; Ruoss et al. 2023): in training
+#   and in evaluation alike, a sequence of L tokens reads a sorted random sample of L distinct
+#   positions from [0, P), P = 320, over three times the longest test sequence (copy at n = 48
+#   has 99 tokens). Every position an encoding is asked about at test time is then trained. For
+#   the five encodings that read positions.
+# - **no EOS in the loss** (`RunConfig.train_eos = False`): the stop decision is never trained,
+#   so the model is scored with the length given. It asks how far the pointer alone goes when
+#   training spends nothing on stopping. For NoPE and ALiBi, the two best encodings of the grid.
+# - **index hints** (tasks `copy_hints` and `reverse_hints`; Zhou et al. 2023), my choice of a
+#   third. Each prompt symbol is preceded by a hint token, consecutive hints from a random start
+#   among 64, and each answer symbol by its source's hint. The failure anatomy shows two halves
+#   to the cliff, the stop decision and the pointer, and hints turn *both* into matching by
+#   content: the next answer symbol is the one after the same hint in the prompt, and the answer
+#   ends when the next hint is not in the prompt. Neither then needs a position, and every hint,
+#   and every step from one hint to the next, is trained. For NoPE and ALiBi.
+#
+# The runs (`python -m lengen_helpers sweep --grid cliff`), their compute in copy runs (one
+# 5,000-step copy run of the study's model; the budget is 40) and the sweep's wall time here:
+
+# %%
+copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
+runs = pd.DataFrame([{"intervention": L.intervention_of(c), "task": c.task, "encoding": L.label(c.encoding),
+                      "copy runs": L.run_compute_flops(c, sample_steps=100) / copy_run}
+                     for c in L.GRIDS["cliff"][0]()])
+print(f"{len(runs)} runs, {runs['copy runs'].sum():.1f} copy runs of compute (budget 40)")
+runs.groupby(["intervention", "task"], sort=False).agg(
+    encodings=("encoding", lambda e: ", ".join(dict.fromkeys(e))), runs=("encoding", "size"),
+    copy_runs=("copy runs", "sum")).round(1)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+log = L.sweep_log(L.INTERVENTIONS_DIR)
+print(f"wall time of the sweeps here: {log['wall_s'].sum() / 60:.0f} min for {log['trained'].sum()} runs "
+      f"({log['workers'].iloc[0]} workers on {log['cpus'].iloc[0]} cores)")

@@ -243,3 +243,10 @@ def test_draw_attention_serves_intervention_models(tmp_path, monkeypatch, interv
         L.get_task(cfg.task).sequence_length(5) - 1,
     )
     assert 0 <= drawn["on_target"] <= 1
+
+
+def test_intervention_of_names_the_intervention_of_a_run():
+    for name in L.INTERVENTIONS:
+        assert L.intervention_of(L.intervention_run(name, "reverse", "learned", 2)) == name
+    assert L.intervention_of(L.make_run("copy", "nope", 0, attention_temperature=0.9)) is None
+    assert {L.intervention_of(c) for c in L.cliff_interventions()} == set(L.INTERVENTIONS) - {"none"}
