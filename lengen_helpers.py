@@ -2463,7 +2463,10 @@ LONGER_STEPS: dict[str, int] = {"lego": 10_000, "addition": 10_000, "polynomial"
 
 # Training interventions on the length-generalization cliff (notebook 09), each a way to make a
 # run from (task, encoding, seed); with none of them, a run is the grid's own.
-RANDOM_POSITIONS = 320  # P: at least 3x the longest test sequence (copy at n = 48 has 99 tokens)
+def random_positions_for(task: Task, eval_max_len: int = RunConfig.eval_max_len) -> int:
+    """P for randomized positions: three times the task's longest test sequence, rounded up to a
+    multiple of 64 (copy and reverse at n = 48 have 99 tokens: P = 320; with hints 195: P = 640)."""
+    return -(-3 * task.sequence_length(eval_max_len) // 64) * 64
 
 
 def intervention_run(intervention: str, task: str, encoding: str, seed: int = 0) -> RunConfig:
@@ -2473,21 +2476,26 @@ def intervention_run(intervention: str, task: str, encoding: str, seed: int = 0)
     return INTERVENTIONS[intervention](task, encoding, seed)
 
 
-def _rows_for(encoding: str, task: Task) -> dict[str, int]:
-    """A learned table long enough for the task's longest evaluation sequence (hints double it)."""
-    return {"max_positions": task.sequence_length(RunConfig.eval_max_len)} if encoding == "learned" else {}
+def _rows_for(encoding: str, task: Task, random: bool = False) -> dict[str, int]:
+    """Randomized positions for the task if `random`, and a learned table with a row for every
+    position the run can read (the longest test sequence, or all P)."""
+    out = {"random_positions": random_positions_for(task)} if random else {}
+    rows = out.get("random_positions", task.sequence_length(RunConfig.eval_max_len))
+    return {**out, "max_positions": rows} if encoding == "learned" else out
 
 
 INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
     "none": make_run,
     # Ruoss et al. 2023: positions sampled from [0, P) in training and evaluation alike
-    "random positions": lambda t, e, s: make_run(
-        t, e, s, random_positions=RANDOM_POSITIONS, **({"max_positions": RANDOM_POSITIONS} if e == "learned" else {})
-    ),
+    "random positions": lambda t, e, s: make_run(t, e, s, **_rows_for(e, get_task(t), random=True)),
     # the stop decision never trained: scored with the length given
     "no EOS in loss": lambda t, e, s: make_run(t, e, s, train_eos=False),
     # Zhou et al. 2023: the same task with index hints (a task of its own: `IndexHinted`)
     "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"))),
+    # both: with positions random, a count of positions cannot stand in for the hints
+    "hints + random positions": lambda t, e, s: make_run(
+        f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"), random=True)
+    ),
 }
 
 
@@ -2505,6 +2513,7 @@ def cliff_interventions() -> list[RunConfig]:
         *[("index hints", e) for e in ("nope", "alibi")],
         *[("no EOS in loss", e) for e in ("nope", "alibi")],
         *[("random positions", e) for e in ("sinusoidal", "learned", "rope", "alibi", "t5")],
+        ("hints + random positions", "alibi"),  # added after ALiBi with hints alone still stopped at n = 16
     ]
     return [intervention_run(i, t, e, 0) for i, e in seed0 for t in ("copy", "reverse")]
 

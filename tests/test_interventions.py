@@ -156,7 +156,9 @@ def test_interventions_name_runs_apart_from_the_grid():
     runs = {name: L.intervention_run(name, "copy", "alibi", 1) for name in L.INTERVENTIONS if name != "none"}
     assert len({r.hash for r in runs.values()} | {grid.hash}) == len(runs) + 1
     assert runs["index hints"].task == "copy_hints"
-    assert L.intervention_run("random positions", "copy", "learned", 0).model.max_positions == L.RANDOM_POSITIONS
+    assert L.intervention_run("random positions", "copy", "learned", 0).model.max_positions == 320  # 3 x 99, up to 64s
+    both = L.intervention_run("hints + random positions", "reverse", "learned", 0)
+    assert both.task == "reverse_hints" and both.model.random_positions == both.model.max_positions == 640  # 3 x 195
     with pytest.raises(ValueError, match="unknown intervention 'dropout'.*random positions"):
         L.intervention_run("dropout", "copy", "nope")
     cliff = L.cliff_interventions()
