@@ -167,6 +167,19 @@ class Task:
         reproduces, if the task has one (pointer-head inspection needs it)."""
         return None
 
+    def coupled_sources(self, n: int) -> list[int] | None:
+        """For position coupling (notebook 09): per query of the answer (SEP, y_1, .., y_n), the
+        index in [BOS, prompt, ..] of the token whose position it reads: the source of the token it
+        predicts, and for EOS one step past the last source (copy: SEP's index; reverse: BOS).
+        None if the answer does not walk the prompt one token at a time."""
+        src, two = self.source_positions(n), self.source_positions(2)
+        if src is None or two is None or abs(two[1] - two[0]) != 1:
+            return None
+        step = two[1] - two[0]
+        if any(b - a != step for a, b in zip(src, src[1:])):
+            return None
+        return [*src, src[-1] + step]
+
     def decode(self, ids: Iterable[int]) -> list[str]:
         """Token ids -> their names (special tokens, then this task's symbols)."""
         names = SPECIAL_TOKENS + tuple(self.symbols)
@@ -792,11 +805,42 @@ def randomize_positions(batch: Batch, n_positions: int, generator: torch.Generat
     return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
 
 
-def model_positions(config: ModelConfig, batch: Batch, generator: torch.Generator) -> Batch:
-    """The batch with the positions the model reads: randomized if it was trained so, else as they are."""
-    if config.random_positions == 0:
-        return batch
-    return randomize_positions(batch, config.random_positions, generator)
+def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
+    """Position coupling (Cho et al. 2024): each query of the answer (SEP, y_1, .., y_n) takes the
+    position of the prompt token whose copy it predicts (`Task.coupled_sources`), so that pointing
+    is attending to one's own position, at any length; the prompt keeps its positions. `offsets`
+    are each token's index in its sequence (the positions before any randomizing)."""
+    seg, positions = batch.segments, batch.positions.clone()
+    B, T = seg.shape
+    row = torch.arange(B)[:, None].expand(B, T)
+    start = torch.arange(T)[None, :] - offsets  # the column where each token's sequence starts
+    per_row = int(seg.max()) + 1 if seg.numel() else 1
+    seq = row * per_row + seg.clamp_min(0)
+    length = torch.zeros(B * per_row, dtype=torch.long).index_add_(0, seq[seg >= 0], torch.ones_like(seq[seg >= 0]))
+    length = length[seq]  # each token's sequence length
+    for n in task.sizes(task.min_size, task.max_size or (T - 3)):
+        L_n = task.sequence_length(n)
+        if L_n > T:
+            break
+        sources = task.coupled_sources(n)
+        if sources is None:
+            raise ValueError(f"task {task.name!r} cannot couple positions: its answer does not walk its prompt")
+        first = task.prompt_length(n) + 1  # SEP's index: the first query of the answer
+        mask = (seg >= 0) & (length == L_n) & (offsets >= first) & (offsets <= first + task.answer_length(n))
+        source = torch.tensor(sources)[offsets[mask] - first]
+        positions[mask] = batch.positions[row[mask], start[mask] + source]
+    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
+
+
+def model_positions(config: ModelConfig, batch: Batch, generator: torch.Generator, task: Task) -> Batch:
+    """The batch with the positions the model reads: randomized and coupled if it was trained so,
+    else as they are."""
+    out = batch
+    if config.random_positions:
+        out = randomize_positions(out, config.random_positions, generator)
+    if config.position_coupling:
+        out = couple_positions(out, batch.positions.expand_as(batch.segments), task)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1163,6 +1207,7 @@ class ModelConfig:
     attention_temperature: float = ranged(1.0, 0, above=True)  # content logits q.k / sqrt(dh) divided by it
     log_length_scaling: int = ranged(0, 0)  # N > 1: a query seeing k keys scales q.k by max(1, log k / log N)
     random_positions: int = ranged(0, 0)  # P > 0: positions are a sorted random sample from [0, P) (Ruoss et al.)
+    position_coupling: bool = False  # answer queries read their source's position (Cho et al.)
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -1381,10 +1426,11 @@ class DecoderOnlyLM(nn.Module):
         feeds only the newest token (`step`); without it, every step re-runs the whole sequence so far.
         """
         self._check_ids(prompt)  # generated tokens are argmaxes over the vocabulary: valid by construction
-        if self.config.random_positions:
+        if self.config.random_positions or self.config.position_coupling:
             raise ValueError(
-                "generate decodes at positions 0, 1, ..; a model trained with random_positions reads sorted "
-                "random ones: score it teacher-forced (exact_match_by_length, failure_anatomy), which equals greedy"
+                "generate decodes at positions 0, 1, ..; a model trained with random_positions or "
+                "position_coupling reads others: score it teacher-forced (exact_match_by_length, "
+                "failure_anatomy), which equals greedy"
             )
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0; got {max_new_tokens!r}")
@@ -1724,7 +1770,7 @@ def exact_match_by_length(
     out: dict[int, float] = {}
     for n in lengths:
         g = eval_generator(task, n, seed)
-        batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g)
+        batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g, t)
         hits = [
             exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)
         ]
@@ -2159,6 +2205,7 @@ LATER_FIELDS: dict[str, Any] = {
     "model.attention_temperature": 1.0,
     "model.log_length_scaling": 0,
     "model.random_positions": 0,
+    "model.position_coupling": False,
     "train_eos": True,
 }
 
@@ -2216,7 +2263,7 @@ def training_batch(task: Task, cfg: RunConfig, generator: torch.Generator, packe
     """batch_size sequences, each with n drawn uniformly from [train_min_len, train_max_len], at
     the positions the model reads (`model_positions`); EOS left out of the loss if not `train_eos`."""
     make = packed_training_batch if packed else padded_training_batch
-    batch = model_positions(cfg.model, make(task, training_lengths(cfg, generator), generator), generator)
+    batch = model_positions(cfg.model, make(task, training_lengths(cfg, generator), generator), generator, task)
     if not cfg.train_eos:
         batch.loss_mask = batch.loss_mask & (batch.targets != EOS)
     return batch
@@ -2492,6 +2539,8 @@ INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
     "no EOS in loss": lambda t, e, s: make_run(t, e, s, train_eos=False),
     # Zhou et al. 2023: the same task with index hints (a task of its own: `IndexHinted`)
     "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"))),
+    # Cho et al. 2024: each answer query reads its source's position (relative encodings)
+    "coupled positions": lambda t, e, s: make_run(t, e, s, position_coupling=True),
     # both: with positions random, a count of positions cannot stand in for the hints
     "hints + random positions": lambda t, e, s: make_run(
         f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"), random=True)
@@ -3464,7 +3513,7 @@ def draw_attention(
             valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
             raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
     batch = inspection_batch(task, n, max(64, example + 1))
-    batch = model_positions(c, batch, torch.Generator().manual_seed(POINTER_SEED))
+    batch = model_positions(c, batch, torch.Generator().manual_seed(POINTER_SEED), get_task(task))
     head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
     q, k = on_target(task, n)
     rows = head_maps[example, q].numpy()
@@ -3495,9 +3544,9 @@ def draw_attention(
 
 
 def _greedy_answer(model: DecoderOnlyLM, batch: Batch, row: int, sep: int, steps: int) -> Tensor:
-    """One row's greedy answer after SEP. At randomized positions, whose decoding `generate` does
-    not serve, it is re-run on the growing sequence at the row's own positions."""
-    if not model.config.random_positions:
+    """One row's greedy answer after SEP. At randomized or coupled positions, whose decoding
+    `generate` does not serve, it is re-run on the growing sequence at the row's own positions."""
+    if not (model.config.random_positions or model.config.position_coupling):
         return model.generate(batch.tokens[row : row + 1, : sep + 1], steps)[0, sep + 1 :]
     out, positions = batch.tokens[row : row + 1, : sep + 1], batch.positions[row : row + 1]
     with torch.no_grad():
@@ -4252,7 +4301,7 @@ def failure_anatomy(
     t = get_task(task)
     t.check_size(n)
     g = eval_generator(task, n, seed)
-    batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g)
+    batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g, t)
     was_training = model.training
     model.eval()
     logits = model(batch.inputs, positions=batch.positions[:, :-1])

@@ -180,3 +180,31 @@ runs.groupby(["intervention", "task"], sort=False).agg(
 log = L.sweep_log(L.INTERVENTIONS_DIR)
 print(f"wall time of the sweeps here: {log['wall_s'].sum() / 60:.0f} min for {log['trained'].sum()} runs "
       f"({log['workers'].iloc[0]} workers on {log['cpus'].iloc[0]} cores)")
+
+# %% [markdown]
+# Each trained run is measured as the grid's models were above (`L.intervention_table`: the
+# failure anatomy at n = 1-48, cached in `results/anatomy/interventions/`), beside the grid's
+# own models of seeds 0-2 ("none"). Exact match against n, the mean over the seeds trained; the
+# dashed line is the same with the length given, the dotted one the grid's model of the same
+# encoding:
+
+# %%
+table = L.intervention_table()  # copy and reverse, every encoding, seeds 0-2, where a run exists
+summary = L.intervention_summary(table)
+fig = L.plot_interventions(table, L.FIGURES_DIR / "09_interventions.png")
+plt.show()
+
+# %% [markdown]
+# Per (intervention, encoding), over its seeds: the mean exact match over the training lengths
+# n = 1-16, the longest n up to which every length keeps 90%, and exact match at n = 32 (2x);
+# each as "mean (min-max, number of seeds)", in % (lengths in symbols).
+
+# %%
+spread = lambda cols: pd.concat({c: L.seed_spread(summary, c) for c in cols}, axis=1).rename(  # noqa: E731
+    index=L.label, level="encoding")
+print("today's metric (EOS included):")
+spread(["in distribution", "longest n >= 90%", "n = 32"])
+
+# %%
+print("with the length given:")
+spread(["in distribution, length given", "longest n >= 90%, length given", "n = 32, length given"])
