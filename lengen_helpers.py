@@ -2563,6 +2563,7 @@ def cliff_interventions() -> list[RunConfig]:
         *[("no EOS in loss", e) for e in ("nope", "alibi")],
         *[("random positions", e) for e in ("sinusoidal", "learned", "rope", "alibi", "t5")],
         ("hints + random positions", "alibi"),  # added after ALiBi with hints alone still stopped at n = 16
+        ("coupled positions", "rope"),  # added after the three above held no length to n = 20
     ]
     return [intervention_run(i, t, e, 0) for i, e in seed0 for t in ("copy", "reverse")]
 

@@ -224,7 +224,7 @@ def test_intervention_summary_and_spread():
     assert spread.loc[("hints", "nope"), "copy"] == "26 (20-33, 2)"
 
 
-@pytest.mark.parametrize("intervention", ["index hints", "random positions"])
+@pytest.mark.parametrize("intervention", ["index hints", "random positions", "coupled positions"])
 def test_draw_attention_serves_intervention_models(tmp_path, monkeypatch, intervention):
     import matplotlib
 
@@ -252,3 +252,53 @@ def test_intervention_of_names_the_intervention_of_a_run():
         assert L.intervention_of(L.intervention_run(name, "reverse", "learned", 2)) == name
     assert L.intervention_of(L.make_run("copy", "nope", 0, attention_temperature=0.9)) is None
     assert {L.intervention_of(c) for c in L.cliff_interventions()} == set(L.INTERVENTIONS) - {"none"}
+
+
+# ---- position coupling -------------------------------------------------------------------------
+
+
+def check_coupled(batch, coupled, task, natural):
+    """Every sequence's answer queries read the natural position of their coupled source; the
+    prompt, BOS and the final EOS keep theirs."""
+    for b in range(batch.tokens.shape[0]):
+        for s in batch.segments[b].unique().tolist():
+            if s < 0:
+                continue
+            cols = (batch.segments[b] == s).nonzero()[:, 0]
+            n = (len(cols) - 3) // 2
+            nat, got = natural[b, cols], coupled.positions[b, cols]
+            first = task.prompt_length(n) + 1
+            assert torch.equal(got[:first], nat[:first]) and got[-1] == nat[-1]
+            assert torch.equal(got[first:-1], nat[torch.tensor(task.coupled_sources(n))])
+
+
+@pytest.mark.parametrize("name", ["copy", "reverse"])
+@pytest.mark.parametrize("random", [False, True])
+def test_coupled_positions_point_each_answer_query_at_its_source(name, random):
+    task = L.get_task(name)
+    batch = L.packed_training_batch(task, [1, 2, 5, 9, 16, 16, 3], draw())
+    config = L.ModelConfig(encoding="rope", position_coupling=True, random_positions=100 if random else 0)
+    coupled = L.model_positions(config, batch, draw(7), task)
+    natural = L.randomize_positions(batch, 100, draw(7)).positions if random else batch.positions
+    check_coupled(batch, coupled, task, natural)
+    assert torch.equal(coupled.tokens, batch.tokens) and torch.equal(coupled.loss_mask, batch.loss_mask)
+
+
+def test_coupled_sources_walk_the_prompt_and_stop_one_past_it():
+    assert L.get_task("copy").coupled_sources(3) == [1, 2, 3, 4]  # EOS reads SEP's own index: no prompt token
+    assert L.get_task("reverse").coupled_sources(3) == [3, 2, 1, 0]  # EOS reads BOS's
+    assert L.get_task("reverse").coupled_sources(1) == [1, 0] and L.get_task("copy").coupled_sources(1) == [1, 2]
+    assert L.get_task("copy_hints").coupled_sources(2) == [1, 2, 3, 4, 5]  # hints walk the prompt too
+    assert L.get_task("reverse_hints").coupled_sources(2) is None and L.get_task("sorting").coupled_sources(3) is None
+    batch = L.single_length_batch(L.get_task("reverse_hints"), 3, 2, draw())
+    with pytest.raises(ValueError, match="'reverse_hints' cannot couple positions"):
+        L.couple_positions(batch, batch.positions, L.get_task("reverse_hints"))
+
+
+def test_coupling_off_is_todays_model_and_refuses_generate():
+    cfg = L.make_run("reverse", "rope", 0)
+    assert cfg.hash == L.make_run("reverse", "rope", 0, position_coupling=False).hash
+    assert L.make_run("reverse", "rope", 0, position_coupling=True).hash != cfg.hash
+    model = L.with_config(perturbed_model("rope"), position_coupling=True)
+    with pytest.raises(ValueError, match="position_coupling"):
+        model.generate(torch.tensor([[L.BOS, 5, 6, L.SEP]]), 3)
