@@ -2541,6 +2541,10 @@ INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
     "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"))),
     # Cho et al. 2024: each answer query reads its source's position (relative encodings)
     "coupled positions": lambda t, e, s: make_run(t, e, s, position_coupling=True),
+    # both: every offset a test can ask about is trained, so attending to one's own position holds
+    "coupled + random positions": lambda t, e, s: make_run(
+        t, e, s, position_coupling=True, **_rows_for(e, get_task(t), random=True)
+    ),
     # both: with positions random, a count of positions cannot stand in for the hints
     "hints + random positions": lambda t, e, s: make_run(
         f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"), random=True)
@@ -2564,6 +2568,7 @@ def cliff_interventions() -> list[RunConfig]:
         *[("random positions", e) for e in ("sinusoidal", "learned", "rope", "alibi", "t5")],
         ("hints + random positions", "alibi"),  # added after ALiBi with hints alone still stopped at n = 16
         ("coupled positions", "rope"),  # added after the three above held no length to n = 20
+        ("coupled + random positions", "rope"),  # added after coupled RoPE alone failed copy at n = 20
     ]
     return [intervention_run(i, t, e, 0) for i, e in seed0 for t in ("copy", "reverse")]
 
@@ -4488,7 +4493,7 @@ def intervention_table(
         run = functools.partial(intervention_run, name)
         cache = None
         if cache_dir is not None:
-            slug = name.replace(" ", "_")
+            slug = "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
             plain = "failures.csv" if name == "none" and not scaling else f"interventions/{slug}{suffix}.csv"
             cache = Path(cache_dir) / plain
         for t, e, s in itertools.product(tasks, encodings, seeds):

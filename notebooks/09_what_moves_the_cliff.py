@@ -143,27 +143,40 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 # %% [markdown]
 # ## Interventions in training
 #
-# Three ways to train the study's model otherwise, each an option of the module and a config
+# Four ways to train the study's model otherwise, each an option of the module and a config
 # field (off by default: the grid's runs keep their configs and hashes, tested), named in
 # `L.INTERVENTIONS`:
 # - **random positions** (`ModelConfig.random_positions = P`; Ruoss et al. 2023): in training
 #   and in evaluation alike, a sequence of L tokens reads a sorted random sample of L distinct
-#   positions from [0, P), P = 320, over three times the longest test sequence (copy at n = 48
-#   has 99 tokens). Every position an encoding is asked about at test time is then trained. For
-#   the five encodings that read positions.
+#   positions from [0, P), P three times the longest test sequence rounded up to 64 (copy at
+#   n = 48 has 99 tokens: P = 320). Every position and distance an encoding is asked about at
+#   test time is then trained. For the five encodings that read positions.
 # - **no EOS in the loss** (`RunConfig.train_eos = False`): the stop decision is never trained,
 #   so the model is scored with the length given. It asks how far the pointer alone goes when
 #   training spends nothing on stopping. For NoPE and ALiBi, the two best encodings of the grid.
-# - **index hints** (tasks `copy_hints` and `reverse_hints`; Zhou et al. 2023), my choice of a
-#   third. Each prompt symbol is preceded by a hint token, consecutive hints from a random start
-#   among 64, and each answer symbol by its source's hint. The failure anatomy shows two halves
-#   to the cliff, the stop decision and the pointer, and hints turn *both* into matching by
-#   content: the next answer symbol is the one after the same hint in the prompt, and the answer
-#   ends when the next hint is not in the prompt. Neither then needs a position, and every hint,
-#   and every step from one hint to the next, is trained. For NoPE and ALiBi.
+# - **index hints** (tasks `copy_hints` and `reverse_hints`; Zhou et al. 2023): each prompt
+#   symbol is preceded by a hint token, consecutive hints from a random start among 64, and each
+#   answer symbol by its source's hint. Hints make the stop decision easy, and the pointer too:
+#   the next answer symbol is the one after the same hint in the prompt, and the answer ends
+#   when the next hint is not in the prompt. Neither needs a position, and every hint, and
+#   every step from one hint to the next, is trained. For NoPE and ALiBi; then, because ALiBi
+#   with hints still stopped after 16 pairs, **hints with random positions** (P = 640), where a
+#   count of positions can no longer stand in for the hints.
+# - **coupled positions** (`ModelConfig.position_coupling`; Cho et al. 2024), my choice of one
+#   more, added after the three above held no length to n = 20. Each query of the answer (SEP,
+#   then each answer token) reads the position of the prompt token whose copy it must write, and
+#   the query that must write EOS reads one past the last source (copy: SEP's own position, where
+#   no prompt token is; reverse: BOS's). The reason: the failure anatomy shows the pointer to be
+#   the half of the cliff that the other interventions leave, and coupling turns it into
+#   attending to one's own position, which is the same operation at every length for a relative
+#   encoding. RoPE, because its logits depend on the signed offset: ALiBi's and T5's biases treat
+#   a key at a later position than the query as if it were at distance 0 or nearer, which
+#   coupling creates (the prompt token being copied sits at the query's position, later prompt
+#   tokens above it).
 #
-# The runs (`python -m lengen_helpers sweep --grid cliff`), their compute in copy runs (one
-# 5,000-step copy run of the study's model; the budget is 40) and the sweep's wall time here:
+# The runs (`python -m lengen_helpers sweep --grid cliff`, in the order they were queued), their
+# compute in copy runs (one 5,000-step copy run of the study's model; the budget is 40) and their
+# wall time here:
 
 # %%
 copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
@@ -176,10 +189,12 @@ runs.groupby(["intervention", "task"], sort=False).agg(
     copy_runs=("copy runs", "sum")).round(1)
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-log = L.sweep_log(L.INTERVENTIONS_DIR)
-print(f"wall time of the sweeps here: {log['wall_s'].sum() / 60:.0f} min for {log['trained'].sum()} runs "
-      f"({log['workers'].iloc[0]} workers on {log['cpus'].iloc[0]} cores)")
+records, missing = L.load_available(L.GRIDS["cliff"][0](), L.INTERVENTIONS_DIR)
+wall = pd.DataFrame([{"intervention": L.intervention_of(L.RunConfig.from_dict(r["config"])),
+                      "wall time (min)": r["wall_time_s"] / 60} for r in records])
+print(f"{len(records)} runs trained, {len(missing)} missing; wall time per run, two to four runs at once "
+      f"on this machine's 2 cores (min):")
+wall.groupby("intervention", sort=False)["wall time (min)"].agg(["count", "mean", "sum"]).round(1)
 
 # %% [markdown]
 # Each trained run is measured as the grid's models were above (`L.intervention_table`: the

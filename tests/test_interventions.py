@@ -188,7 +188,7 @@ def test_intervention_table_computes_once_and_reads_its_cache(tmp_path, monkeypa
         ["no EOS in loss"], cache_dir=tmp_path / "anatomy", scaling={"attention_temperature": 0.9}, **kw
     )
     assert set(temperatures) == {0.9} and len(hot) == 4
-    assert (tmp_path / "anatomy" / "interventions" / "no_EOS_in_loss,attention_temperature=0.9.csv").exists()
+    assert (tmp_path / "anatomy" / "interventions" / "no_eos_in_loss,attention_temperature=0.9.csv").exists()
     monkeypatch.setattr(L, "load_run_model", lambda *a, **k: pytest.fail("the cache should serve"))
     again = L.intervention_table(names, cache_dir=tmp_path / "anatomy", **kw)
     pd.testing.assert_frame_equal(table, again)
