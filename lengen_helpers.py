@@ -2539,15 +2539,15 @@ INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
     "no EOS in loss": lambda t, e, s: make_run(t, e, s, train_eos=False),
     # Zhou et al. 2023: the same task with index hints (a task of its own: `IndexHinted`)
     "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"))),
+    # both: with positions random, a count of positions cannot stand in for the hints
+    "hints + random positions": lambda t, e, s: make_run(
+        f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"), random=True)
+    ),
     # Cho et al. 2024: each answer query reads its source's position (relative encodings)
     "coupled positions": lambda t, e, s: make_run(t, e, s, position_coupling=True),
     # both: every offset a test can ask about is trained, so attending to one's own position holds
     "coupled + random positions": lambda t, e, s: make_run(
         t, e, s, position_coupling=True, **_rows_for(e, get_task(t), random=True)
-    ),
-    # both: with positions random, a count of positions cannot stand in for the hints
-    "hints + random positions": lambda t, e, s: make_run(
-        f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"), random=True)
     ),
 }
 
@@ -4541,17 +4541,17 @@ def seed_spread(summary, column: str):
 
 
 def plot_interventions(table, path: Path | None = None, train_max: int = 16):
-    """Exact match against n (mean over the seeds trained), one panel per (task, intervention):
+    """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
     the intervention's models solid (the length given dashed), the same encodings' grid models
     dotted."""
     import matplotlib.pyplot as plt
 
     tasks = list(dict.fromkeys(table["task"]))
     others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
-    fig, axes = plt.subplots(len(tasks), len(others), figsize=(5 * len(others), 3.8 * len(tasks)), squeeze=False)
+    fig, axes = plt.subplots(len(others), len(tasks), figsize=(6 * len(tasks), 3.2 * len(others)), squeeze=False)
     mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
-    for row, task in zip(axes, tasks):
-        for ax, name in zip(row, others):
+    for row, name in zip(axes, others):
+        for ax, task in zip(row, tasks):
             encs = list(dict.fromkeys(table[(table["intervention"] == name) & (table["task"] == task)]["encoding"]))
             for enc in encs:
                 g, c = mean.loc[(name, task, enc)], encoding_color(enc)
@@ -4572,7 +4572,7 @@ def plot_interventions(table, path: Path | None = None, train_max: int = 16):
             ax.axvline(train_max, color="black", ls=":", lw=1)
             ax.axvline(2 * train_max, color="black", ls="-", lw=0.5)
             ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)", ylim=(-3, 103))
-            ax.legend(fontsize=7, loc="lower left")
+            ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)
