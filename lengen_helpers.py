@@ -2561,7 +2561,7 @@ def intervention_of(cfg: RunConfig) -> str | None:
 
 def cliff_interventions() -> list[RunConfig]:
     """Notebook 09's training runs, in the order they were queued: the seed-0 run of every
-    (intervention, encoding) tried, on copy and reverse, then seeds 1 and 2 of the most promising."""
+    (intervention, encoding) tried, on copy and reverse, then seeds 1 and 2 of the one that held."""
     seed0 = [
         *[("index hints", e) for e in ("nope", "alibi")],
         *[("no EOS in loss", e) for e in ("nope", "alibi")],
@@ -2569,8 +2569,13 @@ def cliff_interventions() -> list[RunConfig]:
         ("hints + random positions", "alibi"),  # added after ALiBi with hints alone still stopped at n = 16
         ("coupled positions", "rope"),  # added after the three above held no length to n = 20
         ("coupled + random positions", "rope"),  # added after coupled RoPE alone failed copy at n = 20
+        # it held 98-100% to n = 48: does it need RoPE's signed offsets?
+        *[("coupled + random positions", e) for e in ("learned", "alibi")],
     ]
-    return [intervention_run(i, t, e, 0) for i, e in seed0 for t in ("copy", "reverse")]
+    more = [("coupled + random positions", "rope", s) for s in (1, 2)]  # its spread over seeds
+    return [intervention_run(i, t, e, 0) for i, e in seed0 for t in ("copy", "reverse")] + [
+        intervention_run(i, t, e, s) for i, e, s in more for t in ("copy", "reverse")
+    ]
 
 
 # Named sets of runs for the command line (`sweep --grid NAME`), each with its own results folder
