@@ -3371,12 +3371,17 @@ def load_run_model(cfg: RunConfig, results_dir: str | Path = RESULTS_DIR) -> Dec
     return model.eval()
 
 
-def inspection_batch(task: str, n: int, n_examples: int = 64, seed: int = POINTER_SEED) -> Batch:
+def inspection_batch(
+    task: str, n: int, n_examples: int = 64, seed: int = POINTER_SEED, config: ModelConfig | None = None
+) -> Batch:
     """The inspection sequences of size n (drawn apart from training and evaluation; another
-    `seed` draws another set, as the probes' test sequences are)."""
+    `seed` draws another set, as the probes' test sequences are), at the positions a model of
+    `config` reads (randomized or coupled, if it was trained so)."""
     if not isinstance(n_examples, int) or isinstance(n_examples, bool) or n_examples < 1:
         raise ValueError(f"n_examples must be an integer >= 1; got {n_examples!r}")
-    return single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, seed))
+    t, g = get_task(task), eval_generator(task, n, seed)
+    batch = single_length_batch(t, n, n_examples, g)
+    return batch if config is None else model_positions(config, batch, g, t)
 
 
 @torch.no_grad()
@@ -3409,7 +3414,7 @@ def inspectable_tasks() -> list[str]:
 
 def pointer_scores(model: DecoderOnlyLM, task: str, n: int, n_examples: int = 64) -> Tensor:
     """(layers, heads): mean attention mass on the correct source, over output steps and sequences."""
-    att = attention_maps(model, inspection_batch(task, n, n_examples))
+    att = attention_maps(model, inspection_batch(task, n, n_examples, config=model.config))
     q, k = on_target(task, n)
     return att[:, :, :, q, k].mean(dim=(1, 3))
 
@@ -3523,8 +3528,7 @@ def draw_attention(
         if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
             valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
             raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
-    batch = inspection_batch(task, n, max(64, example + 1))
-    batch = model_positions(c, batch, torch.Generator().manual_seed(POINTER_SEED), get_task(task))
+    batch = inspection_batch(task, n, max(64, example + 1), config=c)
     head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
     q, k = on_target(task, n)
     rows = head_maps[example, q].numpy()
@@ -4075,7 +4079,7 @@ def first_layer_attention(model: DecoderOnlyLM, task: str, sizes: Iterable[int],
 
     rows = []
     for n in sizes:
-        att = attention_maps(model, inspection_batch(task, n, n_examples))[0]  # (B, H, T, T)
+        att = attention_maps(model, inspection_batch(task, n, n_examples, config=model.config))[0]  # (B, H, T, T)
         entropy = -(att * att.clamp_min(1e-30).log()).sum(-1)  # (B, H, T)
         for h in range(att.shape[1]):
             rows.append(

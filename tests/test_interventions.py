@@ -302,3 +302,14 @@ def test_coupling_off_is_todays_model_and_refuses_generate():
     model = L.with_config(perturbed_model("rope"), position_coupling=True)
     with pytest.raises(ValueError, match="position_coupling"):
         model.generate(torch.tensor([[L.BOS, 5, 6, L.SEP]]), 3)
+
+
+def test_inspection_reads_the_positions_a_model_was_trained_at():
+    plain = L.inspection_batch("reverse", 9, 8)
+    same = L.inspection_batch("reverse", 9, 8, config=L.ModelConfig(encoding="rope"))
+    assert torch.equal(plain.positions, same.positions) and torch.equal(plain.tokens, same.tokens)
+    config = L.ModelConfig(encoding="rope", position_coupling=True, random_positions=100)
+    coupled = L.inspection_batch("reverse", 9, 8, config=config)
+    assert torch.equal(coupled.tokens, plain.tokens)
+    src = torch.tensor(L.get_task("reverse").coupled_sources(9))
+    assert torch.equal(coupled.positions[:, 10:20], coupled.positions[:, src])  # SEP .. y_9 read their sources'
