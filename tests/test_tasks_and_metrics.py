@@ -22,7 +22,8 @@ def test_sequence_format_and_loss_mask():
 def test_unknown_task_lists_valid_names():
     with pytest.raises(
         ValueError,
-        match="unknown task 'sort'; valid choices: addition, copy, lego, parity, pcfg, polynomial, reverse, scan",
+        match="unknown task 'sort'; valid choices: addition, copy, copy_hints, lego, parity, pcfg, polynomial, "
+        "reverse, reverse_hints, scan, sorting, summation",
     ):
         L.get_task("sort")
     with pytest.raises(ValueError, match="unknown task"):
