@@ -311,7 +311,7 @@ for ax, task in zip(axes, ["copy", "reverse"]):
     drawn = L.draw_attention(task, best_enc, 0, layer, head, 32, ax=ax, intervention=best_name)
     scores = {n: float(L.pointer_scores(model, task, n)[layer, head]) for n in (16, 32, 48)}
     on = ", ".join(f"n = {n}: {v:.2f}" for n, v in scores.items())
-    print(f"{task}: layer {layer} head {head}; attention on target {on}; this row right: {drawn["correct"]}")
+    print(f"{task}: layer {layer} head {head}; attention on target {on}; this row right: {drawn['correct']}")
 fig.tight_layout()
 fig.savefig(L.FIGURES_DIR / "09_best_attention_n32.png", dpi=110)
 plt.show()
