@@ -3544,7 +3544,8 @@ def draw_attention(
     )
     ax.axvline(sep, color="white", lw=0.6, ls=":")
     ax.set(
-        title=f"{label(encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
+        title=f"{label(encoding)}{'' if intervention == 'none' else f' ({intervention})'} {task} L{layer}H{head}, "
+        f"n={n}: on-target {score:.2f}",
         xlabel="key position (BOS, prompt, SEP, answer)",
         ylabel="answer step i (predicting y_i)",
     )

@@ -254,12 +254,24 @@ reach = summary.pivot_table(index=["intervention", "encoding"], columns=["task",
 reach.rename(index=L.label, level="encoding")
 
 # %% [markdown]
+# **One configuration meets the goal, on every seed: RoPE with coupled and randomized positions.**
+# All three seeds are at 100% in distribution and at n = 32 on copy and on reverse, by today's
+# metric and with the length given, and hold 90% through n = 48, the longest length the study
+# evaluates (three times the training length). Coupled positions depend only on the prompt and on
+# the answer step (step i reads the position of the prompt token it copies), so greedy decoding
+# can assign them without knowing the answer; but they do hand the model the task's alignment
+# between answer and prompt, which the other interventions leave it to find. Every other
+# configuration that learned its task holds to n = 16-20, as the grid's models do (16-18; one
+# NoPE seed on reverse, 6), and none keeps 90% past n = 20. Apart from the grid and the winning
+# configuration, each (intervention, encoding) was trained on seed 0 only (the budget): its reach
+# is one seed's, without a spread.
+#
 # ## Why random positions alone do not help here
 #
-# Randomized positions move the cliff by a few lengths at most, for every encoding (the tables
-# above). The failure anatomy says why: they remove the stop decision's failure but not the
-# pointer's. The first error of each failing row at n = 18-24, as a share of all rows (%), for
-# the seed-0 models of the grid ("none") and with random positions:
+# Randomized positions move the cliff by three lengths at most (copy: 17-19 against the grid's
+# 16-17; reverse: 17-18 against 16-17, and sinusoidal loses the training lengths). What the models get wrong
+# first at n = 18-24, as a share of all rows (%), for the seed-0 models of the grid ("none") and
+# with random positions:
 
 # %%
 encs = ["sinusoidal", "learned", "rope", "alibi", "t5"]
@@ -269,6 +281,14 @@ rp = table[table["intervention"].isin(["none", "random positions"]) & (table["se
                       sort=False)).rename(index=L.label, level="encoding").round(0)
 
 # %% [markdown]
+# Both halves of the cliff remain. On copy, random positions take ALiBi's early stops away (92%
+# of rows at n = 18, then 8%) but give T5 more (17%, then 73%), and by n = 24 nearly every row
+# of every encoding goes wrong at a symbol (88-100%). On reverse the learned table, RoPE and T5 now stop too early at
+# n = 24 (65-100% of rows), where the grid's models pointed wrong. The reason is in what random
+# positions remove: a position's value no longer says how far into the sequence a token is, so
+# "the i-th prompt symbol" and "n symbols written" must be found by counting tokens, as NoPE
+# must, and these models' counting holds about as far as NoPE's does (to n = 17-19).
+#
 # Combined with the inference-time fixes of the first part: the same models with the length
 # given (already in the tables above) and under a temperature of 0.9, which helped the grid's
 # models most:
@@ -281,7 +301,21 @@ rp_hot.loc[:, (slice(None), ["in distribution", "longest n >= 90%", "longest n >
     index=L.label, level="encoding").round(0)
 
 # %% [markdown]
-# NoPE with index hints learned nothing of the symbols: its training loss settled where the
+# Neither fix adds more than a length: with the temperature, the learned table, RoPE and T5 on
+# reverse reach 19 (from 17-18), the learned table on copy 19; ALiBi and sinusoidal lose
+# lengths inside the training range, and RoPE on copy loses reach (18 to 15).
+#
+# ## The other interventions
+#
+# **No EOS in the loss** leaves the pointer where it was: with the length given, NoPE and ALiBi
+# trained without the stop decision reach 17-18, as the grid's models do with the length given.
+# Training spends little on the stop decision; dropping it frees nothing the pointer can use.
+#
+# **Index hints** are learned by ALiBi (100% in distribution) but do not move its cliff (16, or
+# 17-18 with the length given): it stops early or points wrong past n = 16 as before, so the
+# model found its positions a simpler way to the answer than the hints. With random positions
+# (P = 640) as well, ALiBi learns reverse (17) but not copy (2% in distribution). NoPE with
+# index hints learned nothing of the symbols: its training loss settled where the
 # hints and EOS are right and every symbol is a guess among 20. With n uniform in 1-16, that is
 # ln 20 times the symbols' share of the answer tokens:
 
@@ -293,6 +327,20 @@ for task in ["copy", "reverse"]:
           f"symbols at chance, all else right: {math.log(20) * symbols:.3f}")
 
 # %% [markdown]
+# Finding "the symbol after this hint" needs a head that attends to the previous token, which
+# ALiBi gets from its bias and NoPE must build from its 1/(t+1) signal; with prompts of up to 33
+# hint and symbol tokens it did not, in 5,000 steps (a reading of the loss, not a measured
+# mechanism).
+#
+# **Coupled positions without random positions** (RoPE) hold reverse to n = 20 (41% at n = 32)
+# and copy to 18: the coupling alone makes the pointer "attend to one's own position", but the
+# offsets and positions met at n = 32 were never trained. **With learned positions or ALiBi**,
+# coupling and random positions together reach 18-20. For RoPE, "the key at my own position" is
+# one pattern at every offset (a query and a key at the same position meet unrotated); ALiBi
+# biases a query toward keys at later positions than its own, which coupling puts in the prompt,
+# and a learned table would have to learn equality over 320 rows (both readings of the design,
+# not measured here).
+#
 # ## The attention of the best configuration at n = 32
 #
 # The configuration whose worst (task, seed) holds longest, its seed-0 models, drawn with
@@ -315,3 +363,31 @@ for ax, task in zip(axes, ["copy", "reverse"]):
 fig.tight_layout()
 fig.savefig(L.FIGURES_DIR / "09_best_attention_n32.png", dpi=110)
 plt.show()
+
+# %% [markdown]
+# Both pointer heads stay on their target at twice and three times the training length (0.98-0.99
+# of their attention): the heatmaps are a clean diagonal (copy) and anti-diagonal (reverse) over
+# all 32 answer steps.
+#
+# ## Why the cliff sits where it does
+#
+# Every model of the grid, and every intervention that leaves the model to locate "the i-th
+# prompt symbol" and "the end of the answer" by itself, fails between n = 16 and n = 20. That
+# holds whatever the encoding, with positions randomized (so that every position value and
+# offset is trained), without the stop decision in training, with hints that make both
+# decisions a content match, and with attention sharpened at inference. Where these models fail
+# is set by how they address: by a position value learned up to the training length (the
+# absolute encodings, and the relative ones, whose offsets past 34 were never seen), or by
+# a count of tokens that holds a few lengths past the training ones (NoPE, and every encoding
+# under random positions). Hints did not change how ALiBi addressed.
+#
+# What moves the cliff here is removing the need to address by length at all: with coupled
+# positions each answer step reads its source's position and attends to its own position, one
+# operation at every length for RoPE; with random positions as well, every offset it meets at
+# test time was trained. That configuration holds 90% on copy and reverse to n = 48 on all
+# three seeds, while each part alone holds to 18-20. The price is that the alignment between
+# answer and prompt is given, not learned: it answers the issue's goal for copy and reverse,
+# and for tasks whose answer walks its prompt; it says nothing about tasks without such a map.
+# These results are for the study's model (3 layers, d = 64) at 5,000 steps; a larger model or
+# longer training may find other routes, and the paper's claim that NoPE generalizes best is
+# about its task mix, not about this intervention.
