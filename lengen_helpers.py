@@ -4291,7 +4291,7 @@ def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
 
 
 # ---------------------------------------------------------------------------------------------
-# 13. Where the models go wrong: the stop decision and the pointer, apart (notebook 09)
+# 13. Where the models go wrong, and what moves the cliff: failure anatomy, interventions (notebook 09)
 # ---------------------------------------------------------------------------------------------
 
 ANATOMY_DIR = RESULTS_DIR / "anatomy"
