@@ -18,9 +18,11 @@
 # Every model of the grid is at 0% exact match by n = 23, 1.4 times the training length
 # (notebook 04). This chapter asks why the cliff sits where it does and what moves it. First the
 # anatomy of the failures; then two interventions that need no retraining (attention-logit
-# scaling, and decoding with the length given), on the committed seed-0 models; then three
-# interventions in training (randomized positions, no stop decision in the loss, index hints),
-# each run beside the grid's models.
+# scaling, and decoding with the length given), on the committed seed-0 models; then four
+# interventions in training (randomized positions, no stop decision in the loss, index hints,
+# coupled positions), alone and combined, each run beside the grid's models. One combination,
+# RoPE with coupled and randomized positions, holds copy and reverse to three times the
+# training length.
 #
 # Everything here is computed once from the saved weights, on the evaluation sequences (256 per
 # length, the grid's evaluation seed), and cached in `results/anatomy/`.
