@@ -2543,7 +2543,7 @@ INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
     "hints + random positions": lambda t, e, s: make_run(
         f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"), random=True)
     ),
-    # Cho et al. 2024: each answer query reads its source's position (relative encodings)
+    # Cho et al. 2024: each answer query reads its source's position (for RoPE: notebook 09 says why)
     "coupled positions": lambda t, e, s: make_run(t, e, s, position_coupling=True),
     # both: every offset a test can ask about is trained, so attending to one's own position holds
     "coupled + random positions": lambda t, e, s: make_run(
