@@ -785,14 +785,22 @@ def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
     return Batch(tokens, positions, segments, is_target[:, 1:])
 
 
+def _sequence_index(segments: Tensor) -> tuple[Tensor, Tensor]:
+    """Each token's sequence, numbered across the batch (B, T; padding takes its row's first
+    number, so mask it with segments >= 0), and each sequence's length in tokens."""
+    per_row = int(segments.max()) + 1 if segments.numel() else 1
+    seq = torch.arange(segments.shape[0])[:, None] * per_row + segments.clamp_min(0)
+    real = seq[segments >= 0]
+    return seq, torch.zeros(segments.shape[0] * per_row, dtype=torch.long).index_add_(0, real, torch.ones_like(real))
+
+
 def randomize_positions(batch: Batch, n_positions: int, generator: torch.Generator) -> Batch:
     """Ruoss et al. 2023's randomized positions: each sequence's positions 0..L-1 become a sorted
     random sample of L distinct positions from [0, n_positions), so that training at short lengths
     still visits every position an encoding can be asked about (notebook 09)."""
     seg, offset = batch.segments, batch.positions.expand_as(batch.segments)
-    per_row = int(seg.max()) + 1 if seg.numel() else 1
-    seq = (torch.arange(seg.shape[0])[:, None] * per_row + seg.clamp_min(0))[seg >= 0]  # each token's sequence
-    lengths = torch.zeros(seg.shape[0] * per_row, dtype=torch.long).index_add_(0, seq, torch.ones_like(seq))
+    seq, lengths = _sequence_index(seg)
+    seq = seq[seg >= 0]
     longest = int(lengths.max())
     if longest > n_positions:
         raise ValueError(f"a sequence of {longest} tokens cannot take distinct positions from [0, {n_positions})")
@@ -814,10 +822,8 @@ def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
     B, T = seg.shape
     row = torch.arange(B)[:, None].expand(B, T)
     start = torch.arange(T)[None, :] - offsets  # the column where each token's sequence starts
-    per_row = int(seg.max()) + 1 if seg.numel() else 1
-    seq = row * per_row + seg.clamp_min(0)
-    length = torch.zeros(B * per_row, dtype=torch.long).index_add_(0, seq[seg >= 0], torch.ones_like(seq[seg >= 0]))
-    length = length[seq]  # each token's sequence length
+    seq, lengths = _sequence_index(seg)
+    length = lengths[seq]  # each token's sequence length
     for n in task.sizes(task.min_size, task.max_size or (T - 3)):
         L_n = task.sequence_length(n)
         if L_n > T:
@@ -1419,23 +1425,33 @@ class DecoderOnlyLM(nn.Module):
         use_cache: bool = True,
         return_logits: bool = False,
         cache_kind: str = "auto",
+        positions: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
 
         With the cache (`cache_kind` as in `new_cache`), the prompt is run once and each later step
         feeds only the newest token (`step`); without it, every step re-runs the whole sequence so far.
+        The caches decode at positions 0, 1, ..; `positions` (B, at least P + max_new_tokens - 1)
+        gives others to the uncached decoding (a model trained with random_positions or
+        position_coupling needs its own: see `model_positions`).
         """
         self._check_ids(prompt)  # generated tokens are argmaxes over the vocabulary: valid by construction
-        if self.config.random_positions or self.config.position_coupling:
-            raise ValueError(
-                "generate decodes at positions 0, 1, ..; a model trained with random_positions or "
-                "position_coupling reads others: score it teacher-forced (exact_match_by_length, "
-                "failure_anatomy), which equals greedy"
-            )
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0; got {max_new_tokens!r}")
         B, P = prompt.shape
         total = P + max_new_tokens
+        if positions is None and (self.config.random_positions or self.config.position_coupling):
+            raise ValueError(
+                "generate decodes at positions 0, 1, ..; a model trained with random_positions or "
+                "position_coupling reads others: pass them (positions=, use_cache=False), or score it "
+                "teacher-forced (exact_match_by_length, failure_anatomy), which equals greedy"
+            )
+        if positions is not None and (use_cache or positions.shape[0] != B or positions.shape[1] < total - 1):
+            raise ValueError(
+                f"positions serve uncached decoding (use_cache=False) and need shape ({B}, >= {total - 1}); "
+                f"got use_cache={use_cache}, shape {tuple(positions.shape)}"
+            )
+        upto = (lambda t: None) if positions is None else (lambda t: positions[:, :t])  # noqa: E731
         limit = self.pos.max_length
         if limit is not None and total - 1 > limit:  # the last token is never fed back
             raise ValueError(
@@ -1446,7 +1462,7 @@ class DecoderOnlyLM(nn.Module):
         out[:, :P] = prompt
         step_logits = []
         cache = self.new_cache(B, total, cache_kind) if use_cache else None
-        logits = self._forward(prompt, None, None, cache, False)[:, -1]
+        logits = self._forward(prompt, upto(P), None, cache, False)[:, -1]
         for t in range(P, total):
             out[:, t] = logits.argmax(-1)
             if return_logits:
@@ -1455,7 +1471,7 @@ class DecoderOnlyLM(nn.Module):
                 logits = (
                     self.step(out[:, t], cache)
                     if use_cache
-                    else self._forward(out[:, : t + 1], None, None, None, False)[:, -1]
+                    else self._forward(out[:, : t + 1], upto(t + 1), None, None, False)[:, -1]
                 )
         if return_logits:
             return out, torch.stack(step_logits, dim=1)
@@ -3534,7 +3550,9 @@ def draw_attention(
     rows = head_maps[example, q].numpy()
     score = float(head_maps[:, q, k].mean())
     sep = int(q[0])  # the query that predicts y_1 is SEP
-    generated = _greedy_answer(model, batch, example, sep, len(q) + 1)
+    own = c.random_positions or c.position_coupling  # positions the caches do not decode at
+    prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
+    generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
     target = batch.tokens[example, sep + 1 :]
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
@@ -3543,6 +3561,7 @@ def draw_attention(
         k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
     )
     ax.axvline(sep, color="white", lw=0.6, ls=":")
+    ax.legend(fontsize=7, loc="upper right")
     ax.set(
         title=f"{label(encoding)}{'' if intervention == 'none' else f' ({intervention})'} {task} L{layer}H{head}, "
         f"n={n}: on-target {score:.2f}",
@@ -3557,19 +3576,6 @@ def draw_attention(
         "correct": bool(torch.equal(generated, target)),
         "ax": ax,
     }
-
-
-def _greedy_answer(model: DecoderOnlyLM, batch: Batch, row: int, sep: int, steps: int) -> Tensor:
-    """One row's greedy answer after SEP. At randomized or coupled positions, whose decoding
-    `generate` does not serve, it is re-run on the growing sequence at the row's own positions."""
-    if not (model.config.random_positions or model.config.position_coupling):
-        return model.generate(batch.tokens[row : row + 1, : sep + 1], steps)[0, sep + 1 :]
-    out, positions = batch.tokens[row : row + 1, : sep + 1], batch.positions[row : row + 1]
-    with torch.no_grad():
-        for _ in range(steps):
-            nxt = model(out, positions=positions[:, : out.shape[1]])[:, -1].argmax(-1, keepdim=True)
-            out = torch.cat([out, nxt], dim=1)
-    return out[0, sep + 1 :]
 
 
 def plot_pointer_heads(
@@ -3590,7 +3596,6 @@ def plot_pointer_heads(
         layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
         for ax, n in zip(row, lengths):
             draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir)
-    axes[0, 0].legend(loc="lower left", fontsize=7)
     fig.suptitle(f"{task}: each seed-0 model's pointer head at n = 16 and n = 32 (one example; score over 64)")
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     if path is not None:
@@ -3630,7 +3635,7 @@ class AttentionExplorer:
         self.results_dir = results_dir
         cfg = ModelConfig()
         self.controls = {
-            "task": w.Dropdown(options=inspectable_tasks(), value=task, description="task"),
+            "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
             "encoding": w.Dropdown(options=list(encoding_names()), value=encoding, description="encoding"),
             "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
             "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
@@ -3652,6 +3657,19 @@ class AttentionExplorer:
         self.to_pointer_head()
         for c in self.controls.values():
             c.observe(lambda _change: None if self._quiet else self.redraw(), names="value")
+
+    @staticmethod
+    def trained_tasks(seeds: Sequence[int], results_dir: str | Path, task: str) -> list[str]:
+        """The inspectable tasks with a trained grid model of the first seed (and `task`): a task
+        such as copy_hints has a source per answer token but no grid models to show."""
+
+        def trained(t: str, e: str) -> bool:
+            try:
+                return weights_path(Path(results_dir), make_run(t, e, seeds[0])).exists()
+            except ValueError:  # no grid run of this task and encoding can be made (too few learned rows)
+                return False
+
+        return [t for t in inspectable_tasks() if t == task or any(trained(t, e) for e in encoding_names())]
 
     def values(self) -> dict[str, Any]:
         return {k: c.value for k, c in self.controls.items()}
@@ -4347,6 +4365,13 @@ def failure_anatomy(
     }
 
 
+def anatomy_rows(model: DecoderOnlyLM, task: str, lengths: Iterable[int]):
+    """`failure_anatomy` at each length, one row each (rounded to 6 digits, as the caches keep them)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"n": n, **failure_anatomy(model, task, n)} for n in lengths]).round(6)
+
+
 def failure_table(
     tasks: Sequence[str] = ("copy", "reverse"),
     encodings: Sequence[str] | None = None,
@@ -4357,12 +4382,7 @@ def failure_table(
 ):
     """`failure_anatomy` of each trained grid model at every length, computed once from the saved
     weights and cached as CSV with each model's config hash (as the pointer scores are)."""
-    import pandas as pd
-
-    def compute(model: DecoderOnlyLM, task: str):
-        rows = [{"n": n, **failure_anatomy(model, task, n)} for n in lengths]
-        return pd.DataFrame(rows).round(6)
-
+    compute = functools.partial(anatomy_rows, lengths=lengths)
     table = per_model_table(compute, tasks, encodings, seeds, results_dir, cache)
     return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
@@ -4431,8 +4451,7 @@ def scaling_table(
     for name, fields in scalings.items():
 
         def compute(model: DecoderOnlyLM, task: str, fields: dict[str, Any] = fields):
-            scaled = with_config(model, **fields)
-            return pd.DataFrame([{"n": n, **failure_anatomy(scaled, task, n)} for n in lengths]).round(6)
+            return anatomy_rows(with_config(model, **fields), task, lengths)
 
         spec = ",".join(f"{k}={v}" for k, v in sorted(fields.items())) or "none"
         cache = None if cache_dir is None else Path(cache_dir) / f"{spec}.csv"
@@ -4493,8 +4512,7 @@ def intervention_table(
     suffix = "".join(f",{k}={v}" for k, v in sorted(scaling.items()))
 
     def compute(model: DecoderOnlyLM, task: str):
-        model = with_config(model, **scaling) if scaling else model
-        return pd.DataFrame([{"n": n, **failure_anatomy(model, task, n)} for n in lengths]).round(6)
+        return anatomy_rows(with_config(model, **scaling) if scaling else model, task, lengths)
 
     encodings = encoding_names() if encodings is None else encodings
     parts = []

@@ -187,7 +187,9 @@ copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
 runs = pd.DataFrame([{"intervention": L.intervention_of(c), "task": c.task, "encoding": L.label(c.encoding),
                       "copy runs": L.run_compute_flops(c, sample_steps=100) / copy_run}
                      for c in L.GRIDS["cliff"][0]()])
-print(f"{len(runs)} runs, {runs['copy runs'].sum():.1f} copy runs of compute (budget 40)")
+print(f"{len(runs)} runs, {runs['copy runs'].sum():.1f} copy runs of compute (budget 40); random positions from "
+      f"[0, P), P = {L.random_positions_for(L.get_task('copy'))} (copy, reverse), "
+      f"{L.random_positions_for(L.get_task('copy_hints'))} (with hints)")
 runs.groupby(["intervention", "task"], sort=False).agg(
     encodings=("encoding", lambda e: ", ".join(dict.fromkeys(e))), runs=("encoding", "size"),
     copy_runs=("copy runs", "sum")).round(1)
@@ -316,7 +318,7 @@ rp_hot.loc[:, (slice(None), ["in distribution", "longest n >= 90%", "longest n >
 #
 # **No EOS in the loss** leaves the pointer where it was: with the length given, NoPE and ALiBi
 # trained without the stop decision reach 17-18, as the grid's models do with the length given.
-# Training spends little on the stop decision; dropping it frees nothing the pointer can use.
+# Taking the stop decision out of training frees nothing the pointer can use here.
 #
 # **Index hints** are learned by ALiBi (100% in distribution) but do not move its cliff (16, or
 # 17-18 with the length given): it stops early or points wrong past n = 16 as before, so the
@@ -335,7 +337,7 @@ for task in ["copy", "reverse"]:
 
 # %% [markdown]
 # Finding "the symbol after this hint" needs a head that attends to the previous token, which
-# ALiBi gets from its bias and NoPE must build from its 1/(t+1) signal; with prompts of up to 33
+# ALiBi gets from its bias and NoPE must build from its 1/(t+1) signal; with prompts of up to 32
 # hint and symbol tokens it did not, in 5,000 steps (a reading of the loss, not a measured
 # mechanism).
 #

@@ -313,3 +313,34 @@ def test_inspection_reads_the_positions_a_model_was_trained_at():
     assert torch.equal(coupled.tokens, plain.tokens)
     src = torch.tensor(L.get_task("reverse").coupled_sources(9))
     assert torch.equal(coupled.positions[:, 10:20], coupled.positions[:, src])  # SEP .. y_9 read their sources'
+
+
+def test_generate_decodes_at_given_positions_uncached():
+    model = L.with_config(perturbed_model("rope"), position_coupling=True)
+    prompt = torch.tensor([[L.BOS, 5, 6, 7, L.SEP]] * 2)
+    positions = torch.tensor([[0, 1, 2, 3, 1, 2, 3, 4], [0, 9, 12, 20, 9, 12, 20, 31]])
+    out = model.generate(prompt, 4, use_cache=False, positions=positions)
+    by_hand = prompt
+    with torch.no_grad():
+        for _ in range(4):  # greedy, re-running the sequence at the given positions
+            nxt = model(by_hand, positions=positions[:, : by_hand.shape[1]])[:, -1].argmax(-1, keepdim=True)
+            by_hand = torch.cat([by_hand, nxt], dim=1)
+    assert torch.equal(out, by_hand)
+    plain = perturbed_model("rope")  # positions 0, 1, .. given: the same as the cached decoding
+    assert torch.equal(
+        plain.generate(prompt, 4, use_cache=False, positions=torch.arange(8).expand(2, 8)), plain.generate(prompt, 4)
+    )
+    with pytest.raises(ValueError, match="use_cache=False"):
+        model.generate(prompt, 4, positions=positions)
+    with pytest.raises(ValueError, match=r"shape \(2, >= 8\)"):
+        model.generate(prompt, 4, use_cache=False, positions=positions[:, :6])
+
+
+def test_the_explorer_offers_only_tasks_with_trained_grid_models(tmp_path):
+    assert L.AttentionExplorer.trained_tasks([0], tmp_path, "copy") == ["copy"]  # the task asked for, always
+    path = L.weights_path(tmp_path, L.make_run("reverse", "t5", 0))
+    path.parent.mkdir(parents=True)
+    torch.save(L.make_model(L.make_run("reverse", "t5", 0)).state_dict(), path)
+    assert L.AttentionExplorer.trained_tasks([0], tmp_path, "copy") == ["copy", "reverse"]
+    assert L.AttentionExplorer.trained_tasks([1], tmp_path, "copy") == ["copy"]
+    assert L.AttentionExplorer.trained_tasks([0], L.RESULTS_DIR, "reverse") == ["copy", "reverse"]  # no hinted grid
