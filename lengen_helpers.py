@@ -132,6 +132,27 @@ class Task:
     min_size: int = 1
     max_size: int | None = None  # the largest size the task can draw, if it has one
     train_max_size: int = 16  # L: the study trains on sizes up to L and tests on L+1 to 2L
+    # The task's formats: option -> its valid values, the first the default. A run names the ones
+    # it changes (`RunConfig.task_options`); with every option at its default a task is the one
+    # the study first trained, so its runs keep their records.
+    options: dict[str, tuple[str, ...]] = {}
+
+    def __init__(self, **options: str) -> None:
+        for key, value in options.items():
+            if key not in self.options:
+                valid = ", ".join(sorted(self.options)) or "none"
+                raise ValueError(f"task {self.name!r} has no option {key!r}; its options: {valid}")
+            if value not in self.options[key]:
+                valid = ", ".join(map(repr, self.options[key]))
+                raise ValueError(f"task {self.name!r}: option {key}={value!r} is not valid; valid values: {valid}")
+        self.format = {key: options.get(key, values[0]) for key, values in self.options.items()}
+
+    @property
+    def key(self) -> str:
+        """The task's name, with each option that differs from its default (`addition.paper`):
+        names its runs and seeds its evaluation sets."""
+        changed = [v for k, v in self.format.items() if v != self.options[k][0]]
+        return ".".join([self.name, *changed])
 
     @property
     def vocab_size(self) -> int:
@@ -263,6 +284,7 @@ class IndexHinted(Task):
     n_hints: int = N_HINTS
 
     def __init__(self) -> None:
+        super().__init__()
         self.inner = get_task(self.base)
         if self.inner.source_positions(self.inner.min_size) is None or self.inner.prompt_length(2) != 2:
             raise ValueError(f"index hints need a pointer task with n prompt symbols; {self.base!r} is not one")
@@ -306,13 +328,29 @@ def _digits(t: Tensor) -> Tensor:
     return t - N_SPECIAL  # token ids of "0".."9" (the first ten symbols) -> digits
 
 
+def _compact(t: Tensor, keep: Tensor) -> Tensor:
+    """Each row's kept entries moved to its front, in order, and PAD after them."""
+    order = (~keep).to(torch.uint8).argsort(dim=1, stable=True)
+    return torch.where(keep.gather(1, order), t.gather(1, order), PAD)
+
+
 @register_task
 class Addition(Task):
-    """Two n-digit numbers (leading zeros allowed), digits spaced: `a1 .. an + b1 .. bn`; the
-    answer is their sum in the usual order (most significant digit first), written with n + 1
-    digits (a leading 0 when nothing carries out). The paper's "Compute 5 3 7 + 1 2 ?"."""
+    """Two numbers, digits spaced: `a1 .. + b1 ..`; the answer is their sum. Size n is the number
+    of digits of the longer operand. Two formats (`format`):
+
+    - "equal" (the default): both operands have n digits, leading zeros allowed, and the sum is
+      written with n + 1 digits (a leading 0 when nothing carries out).
+    - "paper": the paper's, as its data builder draws them: the two digit counts independent
+      (every pair of counts whose larger is n equally likely, so training sees every pair of
+      counts up to L equally often), no leading zeros (a one-digit operand is 0-9), and the sum
+      written without leading zeros. Prompts and answers then vary in length within a size.
+
+    `answer="lsd"` writes the sum least-significant digit first (a deviation from the paper that
+    small models learn far more easily, Lee et al. 2023). The paper's "Compute 5 3 7 + 1 2 ?"."""
 
     name, symbols, train_max_size = "addition", (*"0123456789", "+"), 8
+    options = {"format": ("equal", "paper"), "answer": ("msd", "lsd")}
 
     def prompt_length(self, n: int) -> int:
         return 2 * n + 1
@@ -320,15 +358,50 @@ class Addition(Task):
     def answer_length(self, n: int) -> int:
         return n + 1
 
+    def size_weights(self, sizes: Sequence[int]) -> Tensor | None:
+        # "paper": uniform over pairs of digit counts, of which 2n - 1 have the larger count n
+        return torch.tensor([2.0 * n - 1 for n in sizes]) if self.format["format"] == "paper" else None
+
+    def digit_counts(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """Each operand's number of digits, (B,) twice: n and n, or ("paper") a pair whose larger is n."""
+        if self.format["format"] == "equal":
+            return torch.full((batch_size,), n), torch.full((batch_size,), n)
+        pair = torch.randint(0, 2 * n - 1, (batch_size,), generator=generator)  # (n, 1..n) then (1..n-1, n)
+        return torch.where(pair < n, n, pair - n + 1), torch.where(pair < n, pair + 1, n)
+
+    def operand(self, n: int, counts: Tensor, generator: torch.Generator) -> Tensor:
+        """(B, n) digits right-aligned: zeros left of each number's `counts` digits; the leading
+        digit is 1-9 unless the format allows leading zeros or the number has one digit."""
+        d = torch.randint(0, 10, (len(counts), n), generator=generator)
+        if self.format["format"] == "paper":
+            lead = torch.randint(1, 10, (len(counts),), generator=generator)
+            column = torch.arange(n)
+            d = torch.where(column == n - counts[:, None], torch.where(counts > 1, lead, d[:, -1])[:, None], d)
+            d = torch.where(column < n - counts[:, None], 0, d)
+        return d
+
     def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        a, b = torch.randint(0, 10, (2, batch_size, n), generator=generator)
+        la, lb = self.digit_counts(n, batch_size, generator)
+        a, b = self.operand(n, la, generator), self.operand(n, lb, generator)
         digits, carry = torch.zeros(batch_size, n + 1, dtype=torch.long), torch.zeros(batch_size, dtype=torch.long)
         for i in range(n - 1, -1, -1):  # right to left, with the carry
             total = a[:, i] + b[:, i] + carry
             digits[:, i + 1], carry = total % 10, total // 10
         digits[:, 0] = carry
+        column = torch.arange(n + 1)
+        if self.format["format"] == "paper":  # no leading zeros (the sum 0 keeps its one digit)
+            first = torch.where(digits[:, :-1] > 0, column[:-1], n).min(dim=1).values
+            written = column >= first[:, None]
+        else:
+            written = torch.ones_like(digits, dtype=torch.bool)
+        if self.format["answer"] == "lsd":
+            digits, written = digits.flip(1), written.flip(1)
+        answer = _compact(digits + N_SPECIAL, written)
         plus = torch.full((batch_size, 1), N_SPECIAL + 10)
-        return torch.cat([a + N_SPECIAL, plus, b + N_SPECIAL], dim=1), digits + N_SPECIAL
+        prompt = torch.cat([a + N_SPECIAL, plus, b + N_SPECIAL], dim=1)
+        place = torch.arange(n)
+        shown = torch.cat([place >= n - la[:, None], plus > 0, place >= n - lb[:, None]], dim=1)
+        return _compact(prompt, shown), answer
 
 
 @register_task
@@ -409,12 +482,17 @@ class Polynomial(Task):
 @register_task
 class LEGO(Task):
     """A chain of n variables, the first +1 or -1 and each next + or - the one before, written as
-    clauses [variable, sign, operand] in shuffled order, then a query on a variable in the second
-    half of the chain; the answer is its sign. (The paper: "If a = +1, b = - a, .. Then, what is
-    the value of q?" with the answer +1 or -1.) Variables are letters, drawn afresh per sequence."""
+    clauses [variable, sign, operand], then a query on a variable in the second half of the chain;
+    the answer is its sign. (The paper: "If a = +1, b = - a, .. Then, what is the value of q?" with
+    the answer +1 or -1.) Variables are letters, drawn afresh per sequence. Two formats (`format`):
+    "shuffled" (the default) writes the clauses in random order and queries variable n // 2 to n;
+    "paper" writes them in chain order, as the paper's data builder does unless told to permute
+    them (its ranked split is the unpermuted one), and queries from the chain's second half as it
+    does: variables ceil(n / 2) + 1 to n (the one variable at n = 1)."""
 
     name, train_max_size, max_size = "lego", 8, 26
     symbols = (*"abcdefghijklmnopqrstuvwxyz", "+", "-", "1")
+    options = {"format": ("shuffled", "paper")}
 
     def prompt_length(self, n: int) -> int:
         return 3 * n + 1
@@ -429,9 +507,12 @@ class LEGO(Task):
         value = torch.cumprod(1 - 2 * negate, dim=1)  # +1 or -1: the root's sign, then each link's
         operand = torch.cat([torch.full((batch_size, 1), one), names[:, :-1]], dim=1)
         clauses = torch.stack([names, torch.where(negate.bool(), minus, plus), operand], dim=2)  # (B, n, 3)
-        shuffle = torch.rand(batch_size, n, generator=generator).argsort(dim=1)
-        clauses = clauses.gather(1, shuffle[:, :, None].expand(-1, -1, 3)).flatten(1)
-        query = torch.randint(n // 2, n, (batch_size, 1), generator=generator)  # the second half of the chain
+        if self.format["format"] == "shuffled":
+            shuffle = torch.rand(batch_size, n, generator=generator).argsort(dim=1)
+            clauses = clauses.gather(1, shuffle[:, :, None].expand(-1, -1, 3))
+        first = n // 2 if self.format["format"] == "shuffled" else min((n + 1) // 2, n - 1)
+        query = torch.randint(first, n, (batch_size, 1), generator=generator)  # the second half of the chain
+        clauses = clauses.flatten(1)
         answer = torch.where(value.gather(1, query) > 0, plus, minus)
         return torch.cat([clauses, names.gather(1, query)], dim=1), answer
 
@@ -631,10 +712,11 @@ class PCFG(Task):
         return torch.stack(prompts), torch.stack(answers)
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str, options: dict[str, str] | None = None) -> Task:
+    """The registered task `name`, with its format `options` (`Task.options`; defaults if None)."""
     if name not in TASKS:
         raise _unknown("task", name, TASKS)
-    return TASKS[name]()
+    return TASKS[name](**(options or {}))
 
 
 @dataclass
@@ -664,7 +746,9 @@ def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generat
     """`batch_size` sequences of size n: tokens (B, T) = [BOS, prompt, SEP, answer, EOS], and which
     tokens are scored targets, (B, T) bool. An answer shorter than `answer_length(n)` (a task whose
     answers vary within a size) ends in PAD: EOS then follows its last real token, and the PADs
-    after it are neither scored nor attended by anything scored."""
+    after it are neither scored nor attended by anything scored. A prompt shorter than
+    `prompt_length(n)` ends in PAD too: SEP then follows its last real token, and the sequence
+    ends in PAD."""
     task.check_size(n)
     prompt, answer = task.sample(n, batch_size, generator)
     P, A = task.prompt_length(n), task.answer_length(n)
@@ -686,6 +770,13 @@ def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generat
         tokens = torch.where(column == eos, EOS, tokens)
         tokens = torch.where(column > eos, PAD, tokens)
         scored &= column <= eos
+    shown = prompt != PAD
+    if not shown.all():  # prompts of several lengths: each sequence moves up to its prompt's end
+        if (shown[:, 1:] & ~shown[:, :-1]).any():
+            raise ValueError(f"task {task.name!r} at size {n}: PAD may only end a prompt, not interrupt it")
+        keep = tokens != PAD
+        order = (~keep).to(torch.uint8).argsort(dim=1, stable=True)
+        tokens, scored = _compact(tokens, keep), scored.gather(1, order) & keep.gather(1, order)
     return tokens, scored
 
 
@@ -1765,14 +1856,15 @@ def eval_generator(task: str, n: int, seed: int) -> torch.Generator:
 
 def exact_match_by_length(
     model: DecoderOnlyLM,
-    task: str,
+    task: str | Task,
     lengths: Iterable[int],
     n_per_length: int = 256,
     seed: int = 1234,
     batch_size: int = 256,
 ) -> dict[int, float]:
-    """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced)."""
-    t = get_task(task)
+    """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced).
+    `task`: a registered name, or a task in its format (`RunConfig.make_task`)."""
+    t = get_task(task) if isinstance(task, str) else task
     lengths = list(lengths)
     for name, value in (("n_per_length", n_per_length), ("batch_size", batch_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -1785,7 +1877,7 @@ def exact_match_by_length(
     model.eval()
     out: dict[int, float] = {}
     for n in lengths:
-        g = eval_generator(task, n, seed)
+        g = eval_generator(t.key, n, seed)
         batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g, t)
         hits = [
             exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)
@@ -2141,6 +2233,7 @@ class RunConfig:
 
     task: str = "copy"
     model: ModelConfig = field(default_factory=ModelConfig)  # model.encoding names the encoding
+    task_options: dict[str, str] = field(default_factory=dict)  # the task's format (`Task.options`)
     seed: int = ranged(0, 0)
     train_min_len: int = ranged(1, 1)
     train_max_len: int = ranged(16, 1)
@@ -2161,7 +2254,9 @@ class RunConfig:
             self.model = ModelConfig(**self.model)
         if not isinstance(self.model, ModelConfig):
             raise ValueError(f"RunConfig.model must be a ModelConfig (or its dict); got {type(self.model).__name__}")
-        task = get_task(self.task)  # raises on an unknown task
+        task = get_task(self.task, self.task_options)  # raises on an unknown task or option
+        # an option at its default is left out, so a run has one config (and one hash)
+        self.task_options = {k: v for k, v in sorted(self.task_options.items()) if v != task.options[k][0]}
         check_ranges(self)
         if self.steps > 0 and self.warmup_steps > self.steps:
             raise ValueError(
@@ -2191,7 +2286,11 @@ class RunConfig:
 
     @property
     def name(self) -> str:
-        return f"{self.task}-{self.encoding}-s{self.seed}"
+        return f"{self.make_task().key}-{self.encoding}-s{self.seed}"
+
+    def make_task(self) -> Task:
+        """The run's task, in its format."""
+        return get_task(self.task, self.task_options)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -2223,6 +2322,7 @@ LATER_FIELDS: dict[str, Any] = {
     "model.random_positions": 0,
     "model.position_coupling": False,
     "train_eos": True,
+    "task_options": {},
 }
 
 
@@ -2248,7 +2348,7 @@ def config_hash(config: dict[str, Any], revision: int = TRAINING_REVISION) -> st
 
 def make_model(config: RunConfig) -> DecoderOnlyLM:
     """A fresh model for a run: its ModelConfig, with its task's vocabulary."""
-    return DecoderOnlyLM(config.model, get_task(config.task).vocab_size)
+    return DecoderOnlyLM(config.model, config.make_task().vocab_size)
 
 
 def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
@@ -2380,8 +2480,8 @@ def _train_run(
     t_eval = time.perf_counter()
     em = exact_match_by_length(
         state.model,
-        config.task,
-        get_task(config.task).sizes(1, config.eval_max_len),
+        config.make_task(),
+        config.make_task().sizes(1, config.eval_max_len),
         config.eval_per_length,
         config.eval_seed,
     )
@@ -2414,7 +2514,7 @@ def _train_steps(
     config: RunConfig, state: _TrainingState, checkpoint: Path | None, checkpoint_every: int, progress: bool
 ) -> None:
     """From state.step to config.steps: draw a batch, step the optimizer, checkpoint now and then."""
-    task, model, opt = get_task(config.task), state.model, state.optimizer
+    task, model, opt = config.make_task(), state.model, state.optimizer
     model.train()
     for step in _progress(range(state.step, config.steps), config.steps - state.step, config.name, progress):
         for group in opt.param_groups:
@@ -2453,7 +2553,7 @@ def _record(
     """The run's JSON record: config and hash, versions, loss curve, exact match, timings."""
     every = max(1, config.steps // 100)
     losses, train_time = state.losses, timings["train_time_s"]
-    in_dist = [em[n] for n in get_task(config.task).sizes(config.train_min_len, config.train_max_len)]
+    in_dist = [em[n] for n in config.make_task().sizes(config.train_min_len, config.train_max_len)]
     return {
         "name": config.name,
         "config": config.to_dict(),
@@ -2510,8 +2610,9 @@ def task_grid(
     task: str, encodings: Sequence[str] | None = None, seeds: Sequence[int] = range(3), **overrides: Any
 ) -> list[RunConfig]:
     """One task's runs as the paper splits it: sizes up to the task's L for training, evaluation
-    at every size up to 3L (or the task's largest), seed-major."""
-    t = get_task(task)
+    at every size up to 3L (or the task's largest), seed-major. `task_options` in `overrides`
+    set the task's format."""
+    t = get_task(task, overrides.get("task_options"))
     top = 3 * t.train_max_size if t.max_size is None else min(3 * t.train_max_size, t.max_size)
     settings = {"train_max_len": t.train_max_size, "eval_max_len": top, **overrides}
     encodings = encoding_names() if encodings is None else encodings
@@ -3147,7 +3248,7 @@ def paper_rankings(path: Path | None = None) -> dict[str, list[str]]:
 def training_lengths(cfg: RunConfig, generator: torch.Generator) -> list[int]:
     """The sizes of one training batch: batch_size draws, uniform in [train_min_len, train_max_len]
     unless the task weighs its sizes (`Task.size_weights`)."""
-    task = get_task(cfg.task)
+    task = cfg.make_task()
     sizes = task.sizes(cfg.train_min_len, cfg.train_max_len)
     weights = task.size_weights(sizes)
     if weights is None:
@@ -3159,7 +3260,7 @@ def training_lengths(cfg: RunConfig, generator: torch.Generator) -> list[int]:
 def training_inputs(cfg: RunConfig, max_len: int) -> dict[int, set[tuple[int, ...]]]:
     """Every input sequence of length <= max_len that a run's training draws, replayed from its
     data seed (the batches' own order of draws: lengths, then each length's inputs, shortest first)."""
-    task, g = get_task(cfg.task), torch.Generator().manual_seed(cfg.seed)
+    task, g = cfg.make_task(), torch.Generator().manual_seed(cfg.seed)
     seen: dict[int, set[tuple[int, ...]]] = {n: set() for n in range(1, max_len + 1)}
     for _ in range(cfg.steps):
         for n, idx in _draw_groups(training_lengths(cfg, g)).items():
@@ -3178,7 +3279,7 @@ def eval_training_overlap(configs: Sequence[RunConfig], max_len: int = 6):
     for cfg in configs:
         seen = training_inputs(cfg, max_len)
         for n in range(1, max_len + 1):
-            task = get_task(cfg.task)
+            task = cfg.make_task()
             batch = single_length_batch(task, n, cfg.eval_per_length, eval_generator(cfg.task, n, cfg.eval_seed))
             x = batch.tokens[:, 1 : 1 + task.prompt_length(n)]
             hits = sum(tuple(row) in seen[n] for row in x.tolist())
@@ -3197,7 +3298,7 @@ def learned_rows_with_gradient(cfg: RunConfig) -> list[int]:
     """The rows of the learned position table that receive a gradient from a training batch whose
     sequences all have the longest training length (the rows training can move at all)."""
     model = DecoderOnlyLM(ModelConfig(**{**asdict(cfg.model), "encoding": "learned"}))
-    batch = single_length_batch(get_task(cfg.task), cfg.train_max_len, 4, torch.Generator().manual_seed(0))
+    batch = single_length_batch(cfg.make_task(), cfg.train_max_len, 4, torch.Generator().manual_seed(0))
     batch_loss(model, batch).backward()
     return model.pos.table.weight.grad.abs().sum(1).nonzero().flatten().tolist()
 
@@ -4655,7 +4756,7 @@ def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_
 def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
     """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
     estimated from its first `sample_steps` batches: the unit of the study's compute budgets."""
-    g, task = torch.Generator().manual_seed(cfg.seed), get_task(cfg.task)
+    g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_task()
     per_step = np.mean(
         [
             training_step_flops(training_batch(task, cfg, g, cfg.packed), cfg.model, task.vocab_size, computed=True)
