@@ -2905,7 +2905,7 @@ def learned_in_distribution(df, bar: float = 0.9):
     it reaches `bar` (the study's test of whether a task is learned at all)."""
     import pandas as pd
 
-    top = df["task"].map(lambda t: get_task(t).train_max_size)
+    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
     best = df[df["n"] <= top].groupby(["task", "encoding"])["exact_match"].mean().groupby(level="task").max()
     return pd.DataFrame({"best in-distribution exact match (%)": (100 * best).round(1), "learned": best >= bar})
 
@@ -2916,7 +2916,7 @@ def exact_match_frame(records: Sequence[dict[str, Any]]):
 
     rows = [
         {
-            "task": r["config"]["task"],
+            "task": get_task(r["config"]["task"], r["config"].get("task_options")).key,  # with its format
             "encoding": r["config"]["model"]["encoding"],
             "seed": r["config"]["seed"],
             "n": int(n),
@@ -3073,7 +3073,7 @@ def test_rows(df, test_lengths: Sequence[int] | None = range(17, 33)):
     paper's other tasks)."""
     if test_lengths is not None:
         return df[df["n"].isin(list(test_lengths))]
-    top = df["task"].map(lambda t: get_task(t).train_max_size)
+    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
     return df[(df["n"] > top) & (df["n"] <= 2 * top)]
 
 
@@ -3168,6 +3168,183 @@ def ranking_claims(
         sure = min(p[a, b] for p in probs.values()) >= threshold
         out.append(
             f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})"
+        )
+    return out
+
+
+# Ranking across tasks, two ways (notebook 07). The study's statistic: six encodings, each task's
+# test sizes L+1..2L averaged, ties sharing their rank, each task weighted equally. The paper's
+# (its aggregate notebook): five encodings (no learned table), each (split, seed) column's pooled
+# test accuracy, ties broken by the row order (pandas' method="first"), 17 splits of which copy has
+# five, reverse three and sorting two: `PAPER_SPLITS` says how many of its splits each of our
+# tasks stands for. Uncertainty resamples tasks, then seeds within each task (a task's seeds
+# belong together; seeds of different tasks are unrelated runs).
+PAPER_SPLITS = {
+    "copy": 5, "reverse": 3, "sorting": 2, "addition": 1, "summation": 1, "parity": 1,
+    "polynomial": 1, "lego": 1, "scan": 1, "pcfg": 1,
+}  # fmt: skip
+PAPER_ROW_ORDER = ("rope", "alibi", "t5", "sinusoidal", "nope")  # its table's rows: ties favour the first
+
+
+def task_of_key(key: str) -> Task:
+    """The task a `Task.key` names ("addition.paper": addition in its paper format)."""
+    name, *values = key.split(".")
+    task = get_task(name)
+    options = {}
+    for value in values:
+        option = next((k for k, valid in task.options.items() if value in valid[1:]), None)
+        if option is None:
+            raise ValueError(f"task key {key!r}: {value!r} is no option value of task {name!r}")
+        options[option] = value
+    return get_task(name, options)
+
+
+def ood_scores(df, pooled: bool = False):
+    """One row per (task, seed), one column per encoding: exact match out of distribution, over
+    each task's test sizes L+1..2L. The mean over sizes (the study's), or `pooled`: weighted as the
+    paper's test files pool them (`Task.size_weights`: SCAN by its commands per size, the paper's
+    addition by its pairs of digit counts; uniform otherwise)."""
+    import pandas as pd
+
+    test = test_rows(df, None)
+    parts = []
+    for key, part in test.groupby("task"):
+        sizes = sorted(part["n"].unique())
+        w = task_of_key(key).size_weights(sizes) if pooled else None
+        weight = dict(zip(sizes, np.ones(len(sizes)) if w is None else w.numpy()))
+        part = part.assign(w=part["n"].map(weight))
+        part = part.assign(wx=part["w"] * part["exact_match"])
+        g = part.groupby(["task", "seed", "encoding"])
+        parts.append((g["wx"].sum() / g["w"].sum()).unstack("encoding"))
+    out = pd.concat(parts) if parts else pd.DataFrame()
+    return out[[e for e in ENCODINGS if e in out.columns]]
+
+
+def column_reciprocal_ranks(scores, order: Sequence[str] | None = None):
+    """1 / rank within each row of `scores` (1 = best). `order` None: ties share the average rank;
+    else only the encodings in `order`, a tie going to the one listed first (the paper's rule)."""
+    if order is None:
+        return 1.0 / scores.rank(axis=1, ascending=False, method="average")
+    return 1.0 / scores[list(order)].rank(axis=1, ascending=False, method="first")
+
+
+def _task_weights(rr, splits: dict[str, int] | None) -> np.ndarray:
+    tasks = rr.index.get_level_values("task").unique()
+    if splits is None:
+        return np.ones(len(tasks))
+    missing = [t for t in tasks if t.split(".")[0] not in splits]
+    if missing:
+        raise ValueError(f"no paper splits known for tasks {missing}; known: {', '.join(splits)}")
+    return np.array([float(splits[t.split(".")[0]]) for t in tasks])
+
+
+def weighted_mrr(rr, splits: dict[str, int] | None = None):
+    """Mean reciprocal rank from per-(task, seed) reciprocal ranks: seeds averaged within a task,
+    then tasks averaged, each weighted equally or (`splits`) by the paper's splits it stands for."""
+    per_task = rr.groupby(level="task", sort=False).mean()
+    w = _task_weights(rr, splits)
+    return (per_task.mul(w, axis=0).sum() / w.sum()).sort_values(ascending=False).rename("mean reciprocal rank")
+
+
+def study_mrr(scores):
+    """The study's ranking statistic: six encodings, ties averaged, each task weighted equally."""
+    return weighted_mrr(column_reciprocal_ranks(scores))
+
+
+def paper_mrr(scores, order: Sequence[str] = PAPER_ROW_ORDER, splits: dict[str, int] | None = PAPER_SPLITS):
+    """The paper's statistic on `scores` (pooled, `ood_scores(pooled=True)`): five encodings,
+    ties broken by `order`, each task standing for its number of the paper's splits."""
+    return weighted_mrr(column_reciprocal_ranks(scores, order), splits)
+
+
+def paper_mrr_over_orders(scores, splits: dict[str, int] | None = PAPER_SPLITS):
+    """The paper's statistic under every one of the 120 row orders (its ties are broken by row
+    order): each encoding's value at the paper's order, and its lowest and highest."""
+    import pandas as pd
+
+    runs = pd.DataFrame([paper_mrr(scores, o, splits) for o in itertools.permutations(PAPER_ROW_ORDER)])
+    out = pd.DataFrame({"paper's order": paper_mrr(scores, PAPER_ROW_ORDER, splits)})
+    return out.assign(lowest=runs.min(), highest=runs.max()).sort_values("paper's order", ascending=False)
+
+
+def hierarchical_bootstrap(rr, splits: dict[str, int] | None = None, n_boot: int = 10000, seed: int = 0) -> np.ndarray:
+    """(n_boot, encodings): the mean reciprocal rank (`weighted_mrr`) over resamples that draw the
+    tasks with replacement, then each drawn task's seeds with replacement."""
+    rng = np.random.default_rng(seed)
+    blocks = [g.to_numpy(dtype=float) for _, g in rr.groupby(level="task", sort=False)]
+    w = _task_weights(rr, splits)
+    out = np.empty((n_boot, rr.shape[1]))
+    for i in range(n_boot):
+        tasks = rng.integers(0, len(blocks), len(blocks))
+        means = np.stack([blocks[t][rng.integers(0, len(blocks[t]), len(blocks[t]))].mean(0) for t in tasks])
+        out[i] = (means * w[tasks, None]).sum(0) / w[tasks].sum()
+    return out
+
+
+def hierarchical_claims(
+    rr,
+    splits: dict[str, int] | None = None,
+    n_boot: int = 10000,
+    seed: int = 0,
+    threshold: float = CLAIM_THRESHOLD,
+) -> list[str]:
+    """Neighbours in the order of the mean reciprocal rank, each with the share of hierarchical
+    resamples (`hierarchical_bootstrap`) in which the first is ahead (ties count half): "A > B"
+    at `threshold` or above, else "A ~ B: not distinguishable here"."""
+    names = list(rr.columns)
+    point = weighted_mrr(rr, splits)
+    p = pairwise_above(hierarchical_bootstrap(rr, splits, n_boot, seed), names)
+    out = []
+    for a, b in zip(point.index[:-1], point.index[1:]):
+        prob = p.loc[a, b]
+        first, second = label(a), label(b)
+        out.append(
+            f"{first} > {second} ({prob:.0%} of resamples)"
+            if prob >= threshold
+            else f"{first} ~ {second}: not distinguishable here ({prob:.0%} of resamples)"
+        )
+    return out
+
+
+def paper_mrr_check(path: Path | None = None):
+    """The paper's published mean reciprocal rank against the columns its notebook shows
+    (results/published/paper_mrr_columns.json): the shown accuracies ranked by its rule, plus the
+    shown reciprocal ranks, leave for its other columns a sum of reciprocal ranks per encoding that
+    must lie between (columns) / 5 and (columns), and that adds up over the encodings to
+    (columns) x (1 + 1/2 + .. + 1/5) if each column ranks five encodings without shared ranks."""
+    import pandas as pd
+
+    pub = json.loads(Path(path or PUBLISHED_DIR / "paper_mrr_columns.json").read_text())
+    order, total = pub["row_order"], sum(len(v) for v in pub["splits"].values()) * len(pub["seeds"])
+    acc = pd.DataFrame(
+        {(k, i): {e: v[e][i] for e in order} for k, v in pub["accuracy_shown"].items() for i in range(3)}
+    )
+    shown = pd.DataFrame(
+        {(k, i): {e: v[e][i] for e in order} for k, v in pub["reciprocal_rank_shown"].items() for i in range(3)}
+    )
+    ranked = column_reciprocal_ranks(acc.T, order).T
+    known = ranked.sum(axis=1) + shown.sum(axis=1)
+    rest = total - ranked.shape[1] - shown.shape[1]
+    implied = total * pd.Series(pub["mean_reciprocal_rank"]) - known
+    out = pd.DataFrame({"published MRR": pd.Series(pub["mean_reciprocal_rank"]), "shown columns' sum": known})
+    out["other columns' sum"] = implied
+    out["within [n/5, n]"] = (implied >= rest / 5 - 1e-3) & (implied <= rest + 1e-3)
+    harmonic = rest * sum(1 / r for r in range(1, 6))
+    return out.round(3), rest, round(float(implied.sum()), 3), round(harmonic, 3)
+
+
+def in_every_seed(scores, task: str) -> list[str]:
+    """A task's encodings in the order of their mean over seeds, each neighbouring pair said as
+    "A > B in all k seeds" where every seed agrees, else "A ~ B (k of n seeds)"."""
+    s = scores.xs(task, level="task")
+    order = s.mean().sort_values(ascending=False).index
+    out = []
+    for a, b in zip(order[:-1], order[1:]):
+        ahead = int((s[a] > s[b]).sum())
+        out.append(
+            f"{label(a)} > {label(b)} in all {len(s)} seeds"
+            if ahead == len(s)
+            else f"{label(a)} ~ {label(b)} ({ahead} of {len(s)} seeds ahead)"
         )
     return out
 

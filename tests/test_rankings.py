@@ -1,0 +1,145 @@
+"""Ranking across tasks (notebook 07): the study's statistic and the paper's, each worked by hand,
+the paper's checked against its published columns, and the hierarchical bootstrap."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import lengen_helpers as L
+
+
+def scores(table):
+    """{(task, seed): {encoding: score}} -> the (task, seed) x encoding frame `ood_scores` gives."""
+    df = pd.DataFrame.from_dict(table, orient="index")
+    df.index = pd.MultiIndex.from_tuples(df.index, names=["task", "seed"])
+    df.columns.name = "encoding"
+    return df
+
+
+def frame(rows):
+    """Long exact-match rows (task, encoding, seed, n, exact_match)."""
+    return pd.DataFrame(rows, columns=["task", "encoding", "seed", "n", "exact_match"])
+
+
+def test_the_study_s_statistic_by_hand():
+    s = scores(
+        {
+            ("copy", 0): {"nope": 0.5, "rope": 0.1, "alibi": 0.1},  # ranks 1, 2.5, 2.5
+            ("copy", 1): {"nope": 0.2, "rope": 0.3, "alibi": 0.0},  # ranks 2, 1, 3
+            ("parity", 0): {"nope": 0.0, "rope": 0.0, "alibi": 0.0},  # all tied: rank 2 each
+        }
+    )
+    mrr = L.study_mrr(s)
+    # per task: copy averages its two seeds, parity has one; then the two tasks weigh the same
+    assert mrr["nope"] == pytest.approx(((1 + 1 / 2) / 2 + 1 / 2) / 2)
+    assert mrr["rope"] == pytest.approx(((1 / 2.5 + 1) / 2 + 1 / 2) / 2)
+    assert mrr["alibi"] == pytest.approx(((1 / 2.5 + 1 / 3) / 2 + 1 / 2) / 2)
+
+
+def test_the_paper_s_statistic_by_hand_breaks_ties_by_row_order_and_weighs_splits():
+    five = dict.fromkeys(L.PAPER_ROW_ORDER, 0.0)
+    s = scores(
+        {
+            ("copy", 0): {**five, "nope": 0.4, "t5": 0.4, "learned": 0.9},  # learned is not ranked
+            ("parity", 0): five,  # all tied: the row order decides
+        }
+    )
+    rr = L.column_reciprocal_ranks(s, L.PAPER_ROW_ORDER)
+    assert list(rr.columns) == list(L.PAPER_ROW_ORDER)
+    # copy: t5 and nope tie at the top, t5 (row 3) before nope (row 5); then rope, alibi, sinusoidal
+    assert rr.loc[("copy", 0)].to_dict() == pytest.approx(
+        {"t5": 1, "nope": 1 / 2, "rope": 1 / 3, "alibi": 1 / 4, "sinusoidal": 1 / 5}
+    )
+    assert rr.loc[("parity", 0)].to_dict() == pytest.approx(
+        {"rope": 1, "alibi": 1 / 2, "t5": 1 / 3, "sinusoidal": 1 / 4, "nope": 1 / 5}
+    )
+    mrr = L.paper_mrr(s)  # copy stands for five of the paper's splits, parity for one
+    assert mrr["nope"] == pytest.approx((5 * (1 / 2) + 1 / 5) / 6)
+    assert mrr["rope"] == pytest.approx((5 * (1 / 3) + 1) / 6)
+    assert L.paper_mrr(s, splits=None)["nope"] == pytest.approx((1 / 2 + 1 / 5) / 2)
+    orders = L.paper_mrr_over_orders(s)
+    assert orders.loc["nope", "highest"] == pytest.approx(1.0)  # nope first in the order wins both ties
+    assert orders.loc["nope", "lowest"] == pytest.approx((5 * (1 / 2) + 1 / 5) / 6)
+    assert orders.loc["nope", "paper's order"] == pytest.approx(mrr["nope"])
+
+
+def test_pooled_scores_weigh_sizes_as_the_paper_s_test_files_do():
+    rows = [("addition.paper", "nope", 0, n, float(n == 16)) for n in range(1, 25)]
+    df = frame(rows)
+    mean, pooled = L.ood_scores(df), L.ood_scores(df, pooled=True)
+    assert mean.loc[("addition.paper", 0), "nope"] == pytest.approx(1 / 8)  # sizes 9-16 alike
+    weights = [2 * n - 1 for n in range(9, 17)]  # pairs of digit counts whose larger is n
+    assert pooled.loc[("addition.paper", 0), "nope"] == pytest.approx(31 / sum(weights))
+    plain = frame([("copy", "nope", 0, n, float(n == 17)) for n in range(1, 49)])
+    assert L.ood_scores(plain, pooled=True).loc[("copy", 0), "nope"] == pytest.approx(1 / 16)
+
+
+def test_the_paper_s_published_ranking_is_consistent_with_its_statistic_as_we_read_it():
+    table, rest, implied, harmonic = L.paper_mrr_check()
+    assert rest == 51 - 18  # 17 splits x 3 seeds, 18 of them shown
+    assert table["within [n/5, n]"].all()
+    assert implied == pytest.approx(harmonic, abs=0.01)  # each column ranks five, no shared ranks
+    # the shown addition columns ranked by the rule: ALiBi, T5, NoPE, sinusoidal, RoPE in seed 1
+    pub = L.paper_figures(L.PUBLISHED_DIR / "paper_mrr_columns.json")["accuracy_shown"]["addition len_tr8_ts16"]
+    first_seed = scores({("addition", 0): {e: v[0] for e, v in pub.items()}})
+    rr = L.column_reciprocal_ranks(first_seed, L.PAPER_ROW_ORDER).loc[("addition", 0)]
+    assert rr.sort_values(ascending=False).index.tolist() == ["alibi", "t5", "nope", "sinusoidal", "rope"]
+
+
+def test_the_hierarchical_bootstrap_resamples_tasks_then_seeds_within_them():
+    # task a: nope best in every seed; task b: rope best in every seed
+    rr = scores(
+        {
+            **{("a", s): {"nope": 1.0, "rope": 0.5} for s in range(3)},
+            **{("b", s): {"nope": 0.5, "rope": 1.0} for s in range(4)},
+        }
+    )
+    boot = L.hierarchical_bootstrap(rr, n_boot=400, seed=1)
+    # seeds of one task are alike, so a resample's MRR depends only on which tasks it drew
+    assert set(np.round(boot[:, 0], 6)) == {0.5, 0.75, 1.0}
+    # a task's seeds are never paired with another's: with unequal seeds, seeds drawn across tasks would mix
+    noisy = scores(
+        {**{("a", s): {"nope": float(s), "rope": 0.0} for s in range(3)}, ("b", 0): {"nope": 10.0, "rope": 0.0}}
+    )
+    values = set(np.round(L.hierarchical_bootstrap(noisy, n_boot=2000, seed=0)[:, 0], 6))
+    possible = {
+        round((x + y) / 2, 6)
+        for x, y in itertools.product([np.mean(c) for c in itertools.product(range(3), repeat=3)] + [10.0], repeat=2)
+    }
+    assert values <= possible and 10.0 in values and 0.0 in values
+
+
+def test_claims_need_ninety_percent_of_resamples():
+    sure = scores({(t, s): {"nope": 1.0, "rope": 0.5} for t in "abcdef" for s in range(3)})
+    assert L.hierarchical_claims(sure, n_boot=200) == ["NoPE > RoPE (100% of resamples)"]
+    split = scores(
+        {
+            **{("a", s): {"nope": 1.0, "rope": 0.5} for s in range(3)},
+            **{("b", s): {"nope": 0.5, "rope": 1.0} for s in range(3)},
+            **{("c", s): {"nope": 1.0, "rope": 0.5} for s in range(3)},
+        }
+    )
+    (claim,) = L.hierarchical_claims(split, n_boot=2000)
+    assert claim.startswith("NoPE ~ RoPE: not distinguishable here")
+
+
+def test_per_task_orders_say_in_all_seeds_or_how_many():
+    s = scores(
+        {
+            ("copy", 0): {"nope": 0.3, "t5": 0.2},
+            ("copy", 1): {"nope": 0.4, "t5": 0.5},
+            ("copy", 2): {"nope": 0.3, "t5": 0.1},
+        }
+    )
+    assert L.in_every_seed(s, "copy") == ["NoPE ~ T5 bias (2 of 3 seeds ahead)"]
+    s.loc[("copy", 1), "t5"] = 0.0
+    assert L.in_every_seed(s, "copy") == ["NoPE > T5 bias in all 3 seeds"]
+
+
+def test_task_keys_name_their_format():
+    assert L.task_of_key("addition.paper.lsd").format == {"format": "paper", "answer": "lsd"}
+    assert L.task_of_key("copy").key == "copy"
+    with pytest.raises(ValueError, match="'wide' is no option value of task 'addition'"):
+        L.task_of_key("addition.wide")
