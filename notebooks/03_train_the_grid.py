@@ -20,7 +20,7 @@
 # greedy decoding. The settings are the seed write-up's, so its table is our baseline.
 #
 # Training happens in the resumable sweep (`python -m lengen_helpers sweep`, or `make study`),
-# which writes one JSON record per run to `results/runs/` and keeps the seed-0 weights in
+# which writes one JSON record per run to `results/runs/` and every run's weights to
 # `results/weights/`. This notebook calls the same sweep: with the committed results present it
 # finds every run done and trains nothing.
 
@@ -92,8 +92,9 @@ plt.show()
 # %% [markdown]
 # ## Throughput
 #
-# Per run, one process with one thread; the sweep runs one process per core (two here). Times are
-# as recorded by each run, on a machine shared with other work, so treat them as approximate.
+# Per run, one process with one thread; the sweep runs one process per core (the grid was
+# trained with two processes on two cores, as the sweep log below shows). Times are as recorded
+# by each run, on a machine shared with other work, so treat them as approximate.
 
 # %%
 L.throughput_table(records)
@@ -103,11 +104,12 @@ L.throughput_table(records)
 #
 # Each sweep that trains something, from the command line or from a notebook, appends a line to
 # its results folder's `sweeps.jsonl`: when it started, its wall time, how many runs it found and
-# how many it trained, and for which tasks (the table shows this grid's sweeps). The target is the whole 60-run
-# grid, evaluation included, in at most 90 minutes of wall time on this 2-core machine. The first
-# grid (training revision 1, the first row) needed 88 minutes for 54 of the 60 runs, a rate over the
-# target for the whole grid, so the training code was made faster and the whole grid
-# re-run under revision 2 (the config hash includes the revision, so no old record was reused).
+# how many it trained, and for which tasks (the table shows this grid's sweeps). The study's
+# compute target, so that a reader can re-run it on a laptop: the whole 60-run grid, evaluation
+# included, in at most 90 minutes of wall time on two cores. The first grid (training revision 1,
+# the first row) needed 88 minutes for 54 of the 60 runs, a rate over that target for the whole
+# grid; revision 2 made the training code faster, and the whole grid was re-run under it (the
+# config hash includes the revision, so no old record was reused).
 
 # %%
 log = L.sweep_log()
