@@ -36,9 +36,9 @@ print(f"{len(records)} runs: {df['task'].nunique()} tasks x {df['encoding'].nuni
 # %% [markdown]
 # ## The summary table
 #
-# In the seed write-up's form: exact match (%) as mean ± population standard deviation over the
-# five seeds, averaged over the training lengths n = 1-16, then at single lengths; the last column
-# is the longest n whose every shorter length scores at least 90% (in symbols, mean ± std over seeds).
+# In the seed write-up's form: exact match (%) as mean ± population standard deviation over the five
+# seeds, averaged over the training lengths n = 1-16, then at single lengths; the last column is the
+# longest n whose every shorter length scores at least 90% (in symbols, mean ± std over seeds).
 
 # %%
 summary = L.summary_table(df)
@@ -89,7 +89,8 @@ overlap.round({"distinct inputs drawn in training": 0, "evaluation sequences als
 # ## Against the baseline
 #
 # The seed write-up trained the same model with the same settings and three seeds (we use five), on
-# four of our six encodings. Its numbers are quoted in `results/published/baseline_seed_writeup.csv`.
+# four of our six encodings. Its numbers are quoted in
+# `results/published/baseline_seed_writeup.csv`.
 
 # %%
 L.baseline_comparison(df).round(1)
@@ -132,8 +133,8 @@ for task in ("copy", "reverse"):
 # %% [markdown]
 # **On copy and reverse our result disagrees with the paper.** The paper's own copy and reverse
 # figures put T5 first on both tasks; ours put NoPE first on both. Only the paper's ten-task
-# headline (NoPE first) agrees with our NoPE-first order, and that headline mixes in eight tasks we
-# have not trained yet.
+# headline (NoPE first) agrees with our NoPE-first order, and that headline mixes in eight other
+# tasks; notebook 07 trains them, and over ten tasks puts NoPE first too, but ALiBi above T5.
 #
 # ### How sure is our ranking?
 #
@@ -184,8 +185,10 @@ for task in ("copy", "reverse"):
 #   so it can differ only through float order; a padded run also costs about 1.7x the compute.
 #   Copy only (`packed=False`).
 #
-# The budget was the compute of 12 copy runs, counted as the module counts it (every slot of every
-# row, padding included):
+# The ablation was allowed the compute of 12 copy runs (one copy run: the compute of one
+# 5,000-step copy run of the study's model), counted as the module counts it (every slot of every
+# row, padding included). It was trained on a larger, 16-core machine, so its wall time does not
+# compare with the grid's:
 
 # %%
 ablation = L.sinusoidal_ablation()
@@ -224,7 +227,7 @@ for (task, setting), row in at17.iterrows():
 # of the embedding-to-position scale, not of sinusoidal positions as such: with position as loud
 # as content, the model leans on absolute positions it has never seen past n = 16; with content
 # eight times louder it leans on them less. The grid keeps N(0, 1) embeddings for every encoding
-# (changing them now would change every model), and this dependence is a caveat on the
+# (changing them would mean retraining every model), and this dependence is a caveat on the
 # sinusoidal row of every table above.
 
 # %% [markdown]
@@ -267,9 +270,9 @@ print(f"reverse-nope-s1: {rev1['n = 1-16']:.1f}% in distribution")
 #   17. On our two tasks this **disagrees with the paper**, whose copy and reverse figures rank T5
 #   first; only its ten-task headline agrees.
 # - **ALiBi and T5 are the best explicit encodings, and their order is not distinguishable here**:
-#   ALiBi is ahead in 91% of seed resamples but only 74% of column resamples, because it depends
-#   on the task (ALiBi ranks above T5 in every reverse column and in two of five copy columns).
-#   On reverse, just past training (n = 17), both beat NoPE's mean, which the failed seed pulls down.
+#   ALiBi is ahead in 91% of seed resamples but only 74% of column resamples, because it depends on
+#   the task (ALiBi ranks above T5 in every reverse column and in two of five copy columns). On
+#   reverse, just past training (n = 17), both beat NoPE's mean, which the failed seed pulls down.
 # - **RoPE falls off a cliff** right after n = 16 on both tasks, as in the baseline and the paper.
 #   Learned and RoPE are not distinguishable by MRR (a coin flip). RoPE ranks above sinusoidal;
 #   learned above sinusoidal holds under the seed bootstrap but not the column bootstrap (the
