@@ -24,7 +24,8 @@
 # work per sequence in the batch. RoPE, ALiBi, T5 and the absolute tables are offset by the cache
 # length. The prompt goes through the model's `forward` once; every later token goes through
 # `decode_step` (the module's section 5), the same maths for one token per row written with plain
-# function calls, because at one token per row a decoding step costs more in calls than in arithmetic.
+# function calls, because at one token per row a decoding step costs more in calls than in
+# arithmetic.
 #
 # There are two caches (`model.new_cache(batch, max_len, kind)`):
 #
@@ -97,11 +98,11 @@ print(f"maps of a layer: W_q {tuple(w_q.shape)} (scaled by 1/sqrt(16)), W_k by h
 # tokens asked: GPT-2 is built without an end token, so it never stops early and runs no logits
 # processor.
 #
-# This machine is shared, and a whole run can be fast or slow for us or for GPT-2 (neighbours,
-# where a process's memory lands), which repeats inside one run cannot reveal. So the benchmark
-# runs three times, each in a fresh Python process; each run takes the median of five rounds per
-# method, and computes its ratios side by side. Below: the median over runs of each time and of
-# each run's ratio, then the least and greatest ratio over runs. The committed measurement is
+# The machine that measured it is shared, and a whole run can be fast or slow for us or for GPT-2
+# (neighbours, where a process's memory lands), which repeats inside one run cannot reveal. So the
+# benchmark runs three times, each in a fresh Python process; each run takes the median of five
+# rounds per method, and computes its ratios side by side. Below: the median over runs of each time
+# and of each run's ratio, then the least and greatest ratio over runs. The committed measurement is
 # `results/benchmarks/kv_cache.json`.
 
 # %%
@@ -120,8 +121,11 @@ fig = L.plot_kv_benchmark(bench, L.FIGURES_DIR / "06_kv_cache.png")
 plt.show()
 
 # %% [markdown]
-# The targets speak of "ours cached"; that is what `generate` runs for this model, the input
-# cache. The KV cache's ratios are printed beside it, with the range over runs.
+# The speed targets the caches were built to meet: at batch 64 and 128 new tokens,
+# ours cached at least 20x as fast as ours uncached and at least 2x as fast as GPT-2's cached
+# `generate`; and at least 2x GPT-2's cached speed at batch 1. "Ours cached" is what `generate`
+# runs for this model, the input cache. The KV cache's ratios are printed beside it, with the
+# range over runs.
 
 # %%
 targets = [("batch 64, 128 tokens: ours uncached / ours cached", (64, 128), "uncached / {}", 20),
@@ -143,24 +147,21 @@ for what, config, column, target in targets:
 # more than three times as fast and the KV cache more than 2.5 times, in every run. At batch 64
 # and 128 tokens, the target this benchmark was built for, **the input cache clears 2x on the
 # median run, narrowly, and in every run** (the range above); the KV cache does not, in any run.
-# The margin is thin against this machine's noise: the previous version of the input cache's step
+# The margin is thin against the machine's noise: an earlier version of the input cache's step
 # (the same maths with the weight maps multiplied out, which A/B runs found 0-4% slower) measured
-# 1.96x on the median run, runs 1.58x to 2.22x, with this same benchmark (that measurement is
-# `results/benchmarks/kv_cache.json` as of commit c2f4e08).
+# 1.96x on the median run, runs 1.58x to 2.22x, with this same benchmark.
 #
 # Where the batch-64 time goes (profiled by hand with `torch.profiler` and timers around each
-# operation during development, one thread; these figures are not recomputed here). With the
-# input cache a decoding step costs about 1 ms at 17 positions and 1.7 ms at 144. The fixed part
-# is the 13 linear maps (query, output and the feed-forward pair per layer, plus the output head;
-# the feed-forward maps run at about 65 GFLOP/s, near what one core reaches on matrices this
-# small) and PyTorch's per-call overhead on about 50 small operations; at batch 1 a whole step
-# costs about 0.3 ms.
-# The growing part is the attention's two products over the cache, bound by memory: with the KV
-# cache, they read 13.5 MiB per step at 144 positions, more than this shared machine keeps in its
-# caches from one step to the next, at well under 10 GB/s; the input cache reads half the bytes,
-# with 64 four-row products per layer instead of 256 one-row ones, and its products ran about
-# twice as fast per call. GPT-2 also copies its whole cache (`torch.cat`) at every step before
-# reading it.
+# operation, one thread; these figures are not recomputed here). With the input cache a decoding
+# step costs about 1 ms at 17 positions and 1.7 ms at 144. The fixed part is the 13 linear maps
+# (query, output and the feed-forward pair per layer, plus the output head; the feed-forward maps
+# run at about 65 GFLOP/s, near what one core reaches on matrices this small) and PyTorch's per-call
+# overhead on about 50 small operations; at batch 1 a whole step costs about 0.3 ms. The growing
+# part is the attention's two products over the cache, bound by memory: with the KV cache, they read
+# 13.5 MiB per step at 144 positions, more than the shared measuring machine kept in its caches from
+# one step to the next, at well under 10 GB/s; the input cache reads half the bytes, with 64
+# four-row products per layer instead of 256 one-row ones, and its products ran about twice as fast
+# per call. GPT-2 also copies its whole cache (`torch.cat`) at every step before reading it.
 #
 # Tried and measured without gain: for the KV cache, keys stored transposed, a positions-major
 # cache, PyTorch's fused attention kernel for the single query, elementwise products instead of
