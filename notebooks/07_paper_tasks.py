@@ -42,9 +42,10 @@ pd.set_option("display.max_colwidth", 90)
 # %% [markdown]
 # ## The tasks, one example each
 #
-# Where our format differs from the paper's (`../shared/reference/paper-code-notes.md`), the
-# task's docstring says so: ours are token sequences without the paper's English wrapping, and
-# addition writes both operands and the answer with a fixed number of digits per size.
+# Where our format differs from the paper's (its public code, McGill-NLP/length-generalization; the
+# figures we quote from it are in `results/published/`), the task's docstring says so: ours are
+# token sequences without the paper's English wrapping, and addition writes both operands and the
+# answer with a fixed number of digits per size.
 
 # %%
 TASKS = (*L.PAPER_TASKS, "scan", "pcfg")
@@ -66,8 +67,8 @@ pd.DataFrame(examples).set_index("task")
 #
 # Every task at the study's settings (5,000 steps), and, for the tasks that were not learned at
 # them (next section), the same grid with twice the steps (`L.LONGER_STEPS`; `sweep --grid
-# TASK-longer`): the issue allows more steps or a larger model for such a task alone, never per
-# encoding.
+# TASK-longer`). The study's rule: a task that is not learned may get more steps or a larger
+# model, for all its encodings alike, never for one encoding alone.
 
 # %%
 configs = {name: L.task_grid(name) for name in TASKS}
@@ -82,11 +83,12 @@ df = L.exact_match_frame([r for rs in records.values() for r in rs])
 df_longer = L.exact_match_frame([r for rs in records_longer.values() for r in rs])
 
 # %% [markdown]
-# Compute, in copy runs (one 5,000-step copy run of the study's model, FLOPs as the module counts
-# them, padding included), against the budget per task (twice 18 copy runs for the six arithmetic
-# and algorithmic tasks, 2.5 times for SCAN and PCFG), and the wall time of each task's sweep as
-# `results/sweeps.jsonl` logged it (the machine and workers differ: some sweeps ran on a lent
-# 16-core machine, the others here on 2 cores).
+# Compute, in copy runs (one copy run: the compute of one 5,000-step copy run of the study's
+# model, FLOPs as the module counts them, padding included), against the compute each task was
+# allowed, its budget (twice 18 copy runs for the six arithmetic and algorithmic tasks, 2.5 times
+# for SCAN and PCFG); and the wall time of each task's sweep as `results/sweeps.jsonl` logged it
+# (the sweeps ran on machines of 2 and 16 cores, the `cpus` column, so their wall times do not
+# compare).
 
 # %%
 copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
@@ -105,7 +107,7 @@ log[one_task][["started", "tasks", "steps", "wall_min", "runs", "trained", "work
 # %% [markdown]
 # ## Is each task learned at all?
 #
-# The issue's bar: a task is learned if some encoding reaches 90% mean exact match (over seeds) at
+# The bar: a task is learned if some encoding reaches 90% mean exact match (over seeds) at
 # the training sizes (1 to L). A task that no encoding learns says nothing about length
 # generalization, and is left out of the headline ranking. First at the study's settings, then
 # with more steps for the tasks that failed the bar. Where a task's longer grid is complete, its
@@ -151,16 +153,17 @@ by_size = lambda frame: (frame[frame["task"].isin(L.PAPER_TASKS)].groupby(["task
 # 50%, guessing a sign, beyond; PCFG reaches at best 54.5% over its training sizes. Parity is
 # learned in distribution but falls towards 50%, guessing between two words, a few sizes past it.
 #
-# The issue allows a larger model or more steps for a task not learned, for that task alone and
-# within its compute budget (the compute table). PCFG's grid already costs 42.0 of its 45 copy
+# A task not learned may get a larger model or more steps, for that task alone and within its
+# compute budget (the compute table). PCFG's grid already costs 42.0 of its 45 copy
 # runs, so it has no room. LEGO was retrained with twice the steps (10,000; 33.2 of its 36 copy
 # runs): it changed nothing, the best encoding stays at 78.3% over sizes 1-8 with the same
 # plateau by size (chains of one or two variables solved, longer ones guessed), so steps are not
 # what it lacks at this model size; a larger model is untried. Its 10,000-step runs stand for it
 # from here on (it is still left out of the headline). Addition and polynomial evaluation were
-# not retrained: their longer grids (33.1 and 25.5 copy runs) did not fit in the session's CPU
-# time beside PCFG's and LEGO's. Tasks that are not learned cannot rank the encodings, and the headline below
-# leaves them out.
+# not retrained for lack of time, though their longer grids (33.1 and 25.5 copy runs) fit their
+# budgets: `python -m lengen_helpers sweep --grid addition-longer` (or `polynomial-longer`) runs
+# them. Tasks that are not learned cannot rank the encodings, and the headline below leaves them
+# out.
 #
 # ## The ranking across tasks
 #
