@@ -70,11 +70,13 @@ for offset in (1, 3):
 pd.DataFrame(rows)
 
 # %% [markdown]
-# So the first layer of a NoPE decoder recovers **every** token's position, not only the first
-# one's, and a second layer attends by relative offset using it: both theorems hold for our
-# architecture, exactly in float64. The construction needs a ReLU unit per position (the
-# feed-forward layer interpolates between integer positions) and it is built for a chosen number
-# of positions: beyond it, the interpolation extrapolates linearly and the angle wraps.
+# So the first layer of a NoPE decoder can recover **every** token's position, not only the first
+# one's, and a second layer can attend by relative offset using it: both theorems hold for our
+# architecture, exactly in float64. But what the construction builds is an interpolation table
+# for a chosen range of positions: its feed-forward layer has a ReLU unit per position and passes
+# through the integers of that range only. Beyond the range the interpolation extrapolates
+# linearly and the angle wraps, so later positions are read as wrong ones: a construction built
+# for a range says nothing about the positions past it.
 #
 # ### How the precision degrades with length
 #
@@ -103,7 +105,7 @@ plt.show()
 # trained in float32 faces the same arithmetic: attending by exact offset far from the start
 # needs ever sharper attention.
 #
-# ### What the construction needs
+# ### What this construction needs
 #
 # **BOS at position 0, and the causal mask.** Without BOS no token carries the value, and the
 # uniform average is the same at every position; without the causal mask (attention both ways)
@@ -126,9 +128,10 @@ pd.DataFrame([{"case": name, "distinct positions read in a row of 64": int(read[
 # The general fact behind it (tested in `tests/test_nope_position.py`): on a row of one repeated
 # token, attention that only reweights values gives every position the same hidden state at every
 # layer, for NoPE and for the relative encodings alike, whatever the weights; only an absolute
-# encoding or a distinct first token breaks the symmetry. Our tasks always start with BOS, and the
-# models are causal, so the mechanism is available to every trained NoPE model in the grid. Do
-# they use it?
+# encoding or a distinct first token breaks the symmetry. That BOS carries the value is this
+# construction's choice; on rows of varied symbols a model could, in principle, key on other
+# tokens. Our tasks always start with BOS, and the models are causal, so this mechanism is
+# available to every trained NoPE model in the grid. Do they use it?
 
 # %% [markdown]
 # ## The signal the proof relies on, in the trained NoPE models
@@ -160,9 +163,11 @@ theorem1.round(2)
 # and a small MLP probe (one hidden layer of 64 ReLUs) are fitted to read the absolute position
 # t from each layer's hidden states (the embeddings, then the output of each of the 3 layers) on
 # 32 sequences of every training size n = 1..16 (positions 0-33), and tested on 32 other
-# sequences of every size n = 1..48 (positions up to 97). Both regress t, so both can answer
-# past position 33 in principle; an MLP probe with ReLUs extrapolates only linearly. Computed once
-# and cached in `results/probes/position_probes.csv`.
+# sequences of every size n = 1..48 (positions up to 97). Both are fitted on positions 0-33
+# only, so neither can be expected to read a position past 33: a regression fitted on a range
+# does not extrapolate beyond it unless the features happen to vary with position in the same way
+# there (an MLP probe with ReLUs extrapolates only linearly). Their errors past 33 are largely
+# built in by the fitting range. Computed once and cached in `results/probes/position_probes.csv`.
 
 # %%
 probes = L.position_probe_table()  # copy and reverse, every encoding, seed 0 (cached)
@@ -200,41 +205,43 @@ best.rename(index=L.label, level="encoding").round(2)
 # %% [markdown]
 # ## What this says
 #
-# **The theorems hold, for every token.** In our own architecture, hand-set weights recover the
-# position of every token at every one of 140 positions (four times the longest training
-# sequence), exactly in float64 and to within 10⁻³ of a position in float32, and a second layer
-# uses it to attend by relative offset (the first table). The critique's point does not apply to
-# this construction: the value comes from BOS alone, but every query averages over its own
-# prefix, so every position receives its own 1/(t+1). What the construction needs is stated
-# above and shown: BOS first, the causal mask, and attention that grows sharper with length
-# (float32 loses layer 2's target by 4,096 positions).
+# **The theorems hold, for every token, over the range the construction is built for.** In our
+# own architecture, hand-set weights built as an interpolation table for 140 positions (four
+# times the longest training sequence) read back the position of every token in that range,
+# exactly in float64 and to within 10⁻³ of a position in float32, and a second layer uses it to
+# attend by relative offset (the first table). Past the range it is built for, the table reads
+# positions wrongly. The critique's point does not apply to this construction: the value comes
+# from BOS alone, but every query averages over its own prefix, so every position receives its
+# own 1/(t+1). What this construction needs is stated above and shown: BOS first, the causal mask,
+# and attention that grows sharper with length (float32 loses layer 2's target by 4,096
+# positions).
 #
-# **Trained NoPE models carry the signal.** In the copy model, first-layer head 3 attends almost
-# uniformly (entropy 0.97 of uniform's over positions 1-8) with about 1.4 times the uniform weight
-# on BOS, and it keeps doing so past the training length (1.46 and 0.96 over positions 34-97):
-# the 1/(t+1) signal of Theorem 1, and it extrapolates, as the construction says it must (it is
-# a property of the causal average, not of training). The reverse model has such heads too, less
-# cleanly (head 3: 1.53 and 0.85 at positions 1-8, 1.03 and 0.68 at 34-97).
+# **One trained NoPE model carries the signal cleanly: one head of the seed-0 copy model.** Its
+# first-layer head 3 attends almost uniformly (entropy 0.97 of uniform's over positions 1-8) with
+# about 1.4 times the uniform weight on BOS, and it keeps doing so past the training length (1.46
+# and 0.96 over positions 34-97): the 1/(t+1) signal of Theorem 1, and it extrapolates, as the
+# construction says such a head must (it is a property of the causal average, not of training).
+# The seed-0 reverse model's closest head does not hold steady: head 3 has 1.53 and 0.85 at
+# positions 1-8 but drifts to 1.03 and 0.68 at 34-97, past the training length. This rests on one
+# seed per task; other seeds were not examined.
 #
-# **Every model encodes absolute position in distribution, NoPE included.** On held-out
+# **Every seed-0 model encodes absolute position in distribution, NoPE included.** On held-out
 # sequences of the training sizes, NoPE's position is read to within 0.5 positions on average
 # after its first layer on copy (its embeddings give 6.3: they carry none), and to within 0.8
 # after layer 2 on reverse. The relative encodings do as well (0.6-1.0 at their best layer),
 # although they are given no absolute position either: the causal mask and BOS are available to
 # them too. Sinusoidal and learned carry it from the embeddings (0.2 and 0.7-0.8 there).
 #
-# **No model's position readout extrapolates, and the cliff sits where it breaks.** At positions
-# 34-49 of longer sequences (just past the training length), the best layer's error jumps to 9.2
-# positions for NoPE on copy and 12-20 for every other model; the last position each model's
-# answer still reaches at 50% exact match is 33-39 (its cliff), right at the training boundary.
-# So the probes break exactly where the accuracy breaks, for every encoding; that is consistent
-# with the models relying on an absolute position they cannot represent past training, but a
-# probe shows correlation, not cause, and a regression probe fitted on positions 0-33 is itself
-# not built to extrapolate. What the numbers do say: NoPE's first-layer signal continues past
-# the training length, while the position the later layers read from it does not; the values
-# 1/(t+1) for t > 33 are ones the model never saw, and telling neighbours apart there needs the
-# ever finer resolution the construction needed. The pointer heads (notebook 05) do not
-# collapse with the probes: at n = 20 those of NoPE, ALiBi, T5 and the learned table still put
-# 0.47-0.63 of their mass on the right source (RoPE's and sinusoidal's 0.02-0.08), so whatever
-# the pointer uses degrades more gently than a linear or MLP readout of the absolute position.
-# The probe does not explain the cliff by itself; notebook 09 separates what does.
+# **The probes cannot read past their fitted range, so they say nothing about the cliff.** At
+# positions 34-49 of longer sequences the best layer's error jumps to 9.2 positions for NoPE on
+# copy and 12-20 for every other model. The probes were fitted on positions 0-33 only, so this
+# break at 33 is built in by the fitting range: it does not locate the models' exact-match cliff
+# (the last position each answer still reaches at 50% exact match is 33-39, the table above), and
+# it does not show that the models lose position past 33, only that a readout fitted inside the
+# training range does not carry over. What the first-layer numbers do show is that NoPE's
+# 1/(t+1) signal continues past the training length in the seed-0 copy model; whether later
+# layers can use it there is open (the values 1/(t+1) for t > 33 are ones the model never saw,
+# and telling neighbours apart there needs the ever finer resolution the construction needed).
+# The pointer heads (notebook 05) degrade gradually: at n = 20 those of NoPE, ALiBi, T5 and the
+# learned table still put 0.47-0.63 of their mass on the right source (RoPE's and sinusoidal's
+# 0.02-0.08). Notebook 09 separates what makes the cliff.
