@@ -41,7 +41,8 @@ pd.set_option("display.width", 200)
 # ## Where the models go wrong: the stop decision, apart from the pointer
 #
 # `L.failure_anatomy` runs one teacher-forced pass per length and separates:
-# - **exact match** (today's metric: every symbol and EOS right),
+# - **exact match** (the study's metric, printed below as "today's metric": every symbol and EOS
+#   right),
 # - **exact match with the length given**: EOS is never chosen where a symbol is due, and is
 #   written after the last symbol (equal to greedy decoding with EOS suppressed until the answer
 #   is complete, then forced; tested),
@@ -131,18 +132,19 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 # **Sharper attention moves it a little, and only a mild sharpening is free.** A temperature of
 # 0.9 (logits × 1.11) keeps every length up to 16 at or near 100% for NoPE, ALiBi, T5 and the
 # learned table, and moves NoPE's and ALiBi's cliff from 16-17 to 18-19 (mean exact match over
-# n = 17-24: NoPE on reverse from 31% to 57%, on copy from 19% to 40%). It breaks RoPE in
+# n = 17-24: NoPE on reverse from 31% to 57%, on copy from 19% to 40%). These are the seed-0
+# models only: how far the temperature moves other seeds was not measured. It breaks RoPE in
 # distribution (62% and 18% over n = 1-16), and sinusoidal on reverse (77%). Sharper still
 # (0.75) helps some models further out (NoPE on reverse: 64% over 17-24) but costs the training
 # lengths; 0.5 breaks every model, and 1.5 all but one (learned, on reverse). That a
-# uniform sharpening helps past the training length but hurts inside it says the attention a
-# model needs sharpens with length, as Wang et al. argue for NoPE. Log-length scaling is the
+# uniform sharpening helps past the training length but hurts inside it suggests that the
+# attention a model needs sharpens with length, as Wang et al. argue for NoPE. Log-length scaling is the
 # length-dependent version, but clamped to leave the training lengths alone it is too weak to
 # matter here: its factor has only reached 1.11 at n = 24, and it changes no model's reach.
 #
 # **The goal is not met by inference-time changes.** No setting holds 90% exact match at
-# n = 32 (2x) on copy or reverse; the longest reach is n = 19. So the models must be trained
-# differently.
+# n = 32 (2x) on copy or reverse; the longest reach is n = 19 (seed 0). So the models must be
+# trained differently.
 
 # %% [markdown]
 # ## Interventions in training
@@ -166,21 +168,22 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 #   every step from one hint to the next, is trained. For NoPE and ALiBi; then, because ALiBi
 #   with hints still stopped after 16 pairs, **hints with random positions** (P = 640), where a
 #   count of positions can no longer stand in for the hints.
-# - **coupled positions** (`ModelConfig.position_coupling`; Cho et al. 2024), my choice of one
-#   more, added after the three above held no length to n = 20. Each query of the answer (SEP,
-#   then each answer token) reads the position of the prompt token whose copy it must write, and
-#   the query that must write EOS reads one past the last source (copy: SEP's own position, where
-#   no prompt token is; reverse: BOS's). The reason: the failure anatomy shows the pointer to be
-#   the half of the cliff that the other interventions leave, and coupling turns it into
-#   attending to one's own position, which is the same operation at every length for a relative
-#   encoding. RoPE, because its logits depend on the signed offset: ALiBi's and T5's biases treat
-#   a key at a later position than the query as if it were at distance 0 or nearer, which
+# - **coupled positions** (`ModelConfig.position_coupling`; Cho et al. 2024), a fourth, chosen
+#   because the three above held no length to n = 20. Each query of the answer (SEP, then each
+#   answer token) reads the position of the prompt token whose copy it must write, and the query
+#   that must write EOS reads one past the last source (copy: SEP's own position, where no prompt
+#   token is; reverse: BOS's). So coupling also hands the model the step at which to stop: the EOS
+#   query sits at a position the prompt marks. The reason for choosing it: the failure anatomy shows
+#   the pointer to be the half of the cliff that the other interventions leave, and coupling turns
+#   it into attending to one's own position, which is the same operation at every length for a
+#   relative encoding. RoPE, because its logits depend on the signed offset: ALiBi's and T5's biases
+#   treat a key at a later position than the query as if it were at distance 0 or nearer, which
 #   coupling creates (the prompt token being copied sits at the query's position, later prompt
 #   tokens above it).
 #
-# The runs (`python -m lengen_helpers sweep --grid cliff`, in the order they were queued), their
-# compute in copy runs (one 5,000-step copy run of the study's model; the budget is 40) and their
-# wall time here:
+# The runs (`python -m lengen_helpers sweep --grid cliff`), their compute in copy runs (one copy
+# run: the compute of one 5,000-step copy run of the study's model; the interventions were
+# allowed 40 in all, their budget) and their wall time:
 
 # %%
 copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
@@ -238,9 +241,10 @@ spread(["in distribution, length given", "longest n >= 90%, length given", "n = 
 # %% [markdown]
 # ## The goal: 90% at n = 32 on copy and on reverse
 #
-# The issue asks for a configuration that holds at least 90% exact match at n = 32 (twice the
-# longest training input) on both copy and reverse, with at least 95% in distribution (mean over
-# n = 1-16), by today's metric (EOS included), and separately with the length given. Checked per
+# The goal set for the interventions: a configuration that holds at least 90% exact match at
+# n = 32 (twice the longest training input) on both copy and reverse, with at least 95% in
+# distribution (mean over n = 1-16), by the study's metric (EOS included), and separately with
+# the length given. Checked per
 # trained (intervention, encoding, seed):
 
 # %%
@@ -264,23 +268,25 @@ reach.rename(index=L.label, level="encoding")
 
 # %% [markdown]
 # **One configuration meets the goal, on every seed: RoPE with coupled and randomized positions.**
-# All three seeds are at 100% in distribution and at n = 32 on copy and on reverse, by today's
+# All three seeds are at 100% in distribution and at n = 32 on copy and on reverse, by the study's
 # metric and with the length given, and hold 90% through n = 48, the longest length the study
-# evaluates (three times the training length). Coupled positions depend only on the prompt and on
-# the answer step (step i reads the position of the prompt token it copies), so greedy decoding
-# can assign them without knowing the answer; but they do hand the model the task's alignment
-# between answer and prompt, which the other interventions leave it to find. Every other
-# configuration that learned its task holds to n = 16-20, as the grid's models do (16-18; one
-# NoPE seed on reverse, 6), and none keeps 90% past n = 20. Apart from the grid and the winning
-# configuration, each (intervention, encoding) was trained on seed 0 only (the budget): its reach
-# is one seed's, without a spread.
+# evaluates (three times the training length). The two are not independent results here: coupling
+# puts the EOS query at SEP's position (copy) or BOS's (reverse), so it already tells the model
+# where the answer ends, much as giving the length does. Coupled positions depend only on the prompt
+# and on the answer step (step i reads the position of the prompt token it copies), so greedy
+# decoding can assign them without knowing the answer; but they do hand the model the task's
+# alignment between answer and prompt, which the other interventions leave it to find. Every other
+# configuration that learned its task holds to n = 16-20, as the grid's models do (16-18; one NoPE
+# seed on reverse, 6), and none keeps 90% past n = 20. Apart from the grid and the winning
+# configuration, each (intervention, encoding) was trained on seed 0 only, to stay within the
+# interventions' compute budget: its reach is one seed's, without a spread.
 #
 # ## Why random positions alone do not help here
 #
-# Randomized positions move the cliff by three lengths at most (copy: 17-19 against the grid's
-# 16-17; reverse: 17-18 against 16-17, and sinusoidal loses the training lengths). What the models get wrong
-# first at n = 18-24, as a share of all rows (%), for the seed-0 models of the grid ("none") and
-# with random positions:
+# Randomized positions move the cliff by three lengths at most (one seed each; copy: 17-19 against
+# the grid's 16-17; reverse: 17-18 against 16-17, and sinusoidal loses the training lengths). What
+# the models get wrong first at n = 18-24, as a share of all rows (%), for the seed-0 models of the
+# grid ("none") and with random positions:
 
 # %%
 encs = ["sinusoidal", "learned", "rope", "alibi", "t5"]
@@ -292,11 +298,13 @@ rp = table[table["intervention"].isin(["none", "random positions"]) & (table["se
 # %% [markdown]
 # Both halves of the cliff remain. On copy, random positions take ALiBi's early stops away (92%
 # of rows at n = 18, then 8%) but give T5 more (17%, then 73%), and by n = 24 nearly every row
-# of every encoding goes wrong at a symbol (88-100%). On reverse the learned table, RoPE and T5 now stop too early at
-# n = 24 (65-100% of rows), where the grid's models pointed wrong. The reason is in what random
-# positions remove: a position's value no longer says how far into the sequence a token is, so
-# "the i-th prompt symbol" and "n symbols written" must be found by counting tokens, as NoPE
-# must, and these models' counting holds about as far as NoPE's does (to n = 17-19).
+# of every encoding goes wrong at a symbol (88-100%). On reverse the learned table, RoPE and T5
+# now stop too early at n = 24 (65-100% of rows), where the grid's models pointed wrong. We
+# hypothesise that the reason is in what random positions remove: a position's value no longer
+# says how far into the sequence a token is, so "the i-th prompt symbol" and "n symbols written"
+# would have to be found by counting tokens, as NoPE must, and these models' reach (17-19) is
+# about NoPE's. That reading rests on one seed per encoding and on reach alone; no counting
+# mechanism was measured.
 #
 # Combined with the inference-time fixes of the first part: the same models with the length
 # given (already in the tables above) and under a temperature of 0.9, which helped the grid's
@@ -310,9 +318,10 @@ rp_hot.loc[:, (slice(None), ["in distribution", "longest n >= 90%", "longest n >
     index=L.label, level="encoding").round(0)
 
 # %% [markdown]
-# Neither fix adds more than a length: with the temperature, the learned table, RoPE and T5 on
-# reverse reach 19 (from 17-18), the learned table on copy 19; ALiBi and sinusoidal lose
-# lengths inside the training range, and RoPE on copy loses reach (18 to 15).
+# Giving the length adds at most one length (the two "longest n" columns); the temperature adds
+# at most two: T5 on reverse reaches 19 (from 17), the learned table and RoPE on reverse 19 (from
+# 18), the learned table on copy 19 (from 18). ALiBi and sinusoidal lose lengths inside the
+# training range under the temperature, and RoPE on copy loses reach (18 to 15). One seed each.
 #
 # ## The other interventions
 #
@@ -321,8 +330,9 @@ rp_hot.loc[:, (slice(None), ["in distribution", "longest n >= 90%", "longest n >
 # Taking the stop decision out of training frees nothing the pointer can use here.
 #
 # **Index hints** are learned by ALiBi (100% in distribution) but do not move its cliff (16, or
-# 17-18 with the length given): it stops early or points wrong past n = 16 as before, so the
-# model found its positions a simpler way to the answer than the hints. With random positions
+# 17-18 with the length given): it stops early or points wrong past n = 16 as before. One seed
+# suggests that the model kept addressing by position rather than through the hints (which
+# tokens its heads read was not measured). With random positions
 # (P = 640) as well, ALiBi learns reverse (17) but not copy (2% in distribution). NoPE with
 # index hints learned nothing of the symbols: its training loss settled where the
 # hints and EOS are right and every symbol is a guess among 20. With n uniform in 1-16, that is
@@ -384,19 +394,22 @@ plt.show()
 # prompt symbol" and "the end of the answer" by itself, fails between n = 16 and n = 20. That
 # holds whatever the encoding, with positions randomized (so that every position value and
 # offset is trained), without the stop decision in training, with hints that make both
-# decisions a content match, and with attention sharpened at inference. Where these models fail
-# is set by how they address: by a position value learned up to the training length (the
-# absolute encodings, and the relative ones, whose offsets past 34 were never seen), or by
-# a count of tokens that holds a few lengths past the training ones (NoPE, and every encoding
-# under random positions). Hints did not change how ALiBi addressed.
+# decisions a content match, and with attention sharpened at inference. We hypothesise that where
+# these models fail is set by how they address: by a position value learned up to the training
+# length (the absolute encodings, and the relative ones, whose offsets past 34 were never seen),
+# or by a count of tokens that holds a few lengths past the training ones (NoPE, and every
+# encoding under random positions). This is a reading of the failures, most of them from one
+# seed per configuration, not a measured mechanism; likewise, hints did not visibly change how
+# ALiBi addressed.
 #
 # What moves the cliff here is removing the need to address by length at all: with coupled
 # positions each answer step reads its source's position and attends to its own position, one
 # operation at every length for RoPE; with random positions as well, every offset it meets at
 # test time was trained. That configuration holds 90% on copy and reverse to n = 48 on all
 # three seeds, while each part alone holds to 18-20. The price is that the alignment between
-# answer and prompt is given, not learned: it answers the issue's goal for copy and reverse,
-# and for tasks whose answer walks its prompt; it says nothing about tasks without such a map.
+# answer and prompt, and with it the step at which to stop, is given, not learned: it meets the
+# goal above for copy and reverse, and could serve tasks whose answer walks its prompt; it says
+# nothing about tasks without such a map.
 # These results are for the study's model (3 layers, d = 64) at 5,000 steps; a larger model or
 # longer training may find other routes, and the paper's claim that NoPE generalizes best is
 # about its task mix, not about this intervention.
