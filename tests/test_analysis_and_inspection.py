@@ -56,6 +56,7 @@ def test_load_grid_names_what_is_missing(tmp_path):
         L.load_grid(results_dir=tmp_path)
 
 
+@pytest.mark.results
 def test_baseline_and_paper_tables_read_the_published_numbers():
     recs = [fake_record(t, e, 0, curve(17)) for t in ("copy", "reverse") for e in L.encoding_names()]
     df = L.exact_match_frame(recs)
@@ -270,6 +271,7 @@ def test_the_learned_table_gets_gradient_up_to_the_last_input_position():
     assert L.learned_rows_with_gradient(L.make_run("copy", "learned", 0, train_max_len=5)) == list(range(12))
 
 
+@pytest.mark.results
 def test_paper_rankings_per_task_and_over_ten_tasks():
     r = L.paper_rankings()
     assert r["copy"][0] == "t5" and r["reverse"][:2] == ["t5", "nope"]  # T5 first on both of our tasks

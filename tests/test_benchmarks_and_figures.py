@@ -29,7 +29,6 @@ def test_bench_training_smoke():
     assert 0 < r["fraction_of_matmul_peak"] < 2 and r["useful_gflop_per_step"] > 0
 
 
-@pytest.mark.slow
 def test_bench_kv_cache_smoke_and_ratios():
     r = L.bench_kv_cache(batches=(2,), new_tokens=(3,), repeats=1)
     t = L.kv_ratios(r)
@@ -53,6 +52,7 @@ def assert_labelled(fig):
         assert ax.get_xlabel() and ax.get_ylabel(), f"panel {ax.get_title()!r} labels both axes"
 
 
+@pytest.mark.results
 def test_figures_are_labelled(tmp_path):
     recs = [fake_record(t, e, s, curve(16 + s)) for t in ("copy", "reverse") for e in ("nope", "rope") for s in (0, 1)]
     df = L.exact_match_frame(recs)
@@ -103,7 +103,6 @@ def test_kv_summary_takes_ratios_within_runs_then_across():
     assert L.kv_ratio_range(result).loc[(64, 128), col] == "1.00 to 4.00"
 
 
-@pytest.mark.slow
 def test_bench_kv_runs_in_fresh_processes(tmp_path, monkeypatch):
     calls = []
 

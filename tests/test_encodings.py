@@ -151,7 +151,6 @@ def test_a_seventh_encoding_is_one_class_and_one_registry_entry():
         del L.ENCODINGS["scaled-test"]
 
 
-@pytest.mark.slow
 def test_the_readme_example_encoding_works_everywhere(monkeypatch):
     """The README's 'Adding a positional encoding' example runs as written (bar the training line),
     and the new encoding packs, caches and may opt into the shared relative bias."""

@@ -55,6 +55,7 @@ def test_failure_anatomy_names_the_first_error(step, instead, kind):
     assert a["token_accuracy"] == (1 - 1 / 6 if kind in ("early_eos", "wrong_symbol") else 1.0)
 
 
+@pytest.mark.results
 def test_failure_anatomy_exact_match_is_the_records():
     cfg = L.make_run("copy", "nope", 0)
     model = L.load_model("copy", "nope", 0)
@@ -63,6 +64,7 @@ def test_failure_anatomy_exact_match_is_the_records():
         assert L.failure_anatomy(model, "copy", n)["exact_match"] == record["exact_match"][str(n)]
 
 
+@pytest.mark.results
 def test_length_given_equals_greedy_decoding_with_eos_suppressed_then_forced():
     model = L.load_model("reverse", "alibi", 0)
     for n in (12, 18):

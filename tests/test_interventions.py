@@ -165,6 +165,7 @@ def test_interventions_name_runs_apart_from_the_grid():
     assert len({c.hash for c in cliff}) == len(cliff)
 
 
+@pytest.mark.slow
 def test_intervention_table_computes_once_and_reads_its_cache(tmp_path, monkeypatch):
     tiny = lambda **kw: lambda t, e, s: L.make_run(t, e, s, **{**TINY, **kw})  # noqa: E731
     monkeypatch.setitem(L.INTERVENTIONS, "none", tiny())
@@ -224,6 +225,7 @@ def test_intervention_summary_and_spread():
     assert spread.loc[("hints", "nope"), "copy"] == "26 (20-33, 2)"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("intervention", ["index hints", "random positions", "coupled positions"])
 def test_draw_attention_serves_intervention_models(tmp_path, monkeypatch, intervention):
     import matplotlib
@@ -336,6 +338,7 @@ def test_generate_decodes_at_given_positions_uncached():
         model.generate(prompt, 4, use_cache=False, positions=positions[:, :6])
 
 
+@pytest.mark.results
 def test_the_explorer_offers_only_tasks_with_trained_grid_models(tmp_path):
     assert L.AttentionExplorer.trained_tasks([0], tmp_path, "copy") == ["copy"]  # the task asked for, always
     path = L.weights_path(tmp_path, L.make_run("reverse", "t5", 0))

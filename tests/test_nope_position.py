@@ -76,6 +76,7 @@ def test_the_construction_degrades_with_length_as_its_sharpness_requires():
     )
 
 
+@pytest.mark.slow
 def test_probes_read_a_linear_position_signal_and_extrapolate_it():
     g = torch.Generator().manual_seed(0)
     pos = torch.arange(40).repeat(5).double()
@@ -95,6 +96,7 @@ def nope_weights(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_probe_table_rows_cover_every_test_token_and_are_cached(nope_weights, monkeypatch):
     kw = dict(
         tasks=("copy",),

@@ -14,6 +14,7 @@ def test_there_are_notebooks():
     assert len(NOTEBOOKS) >= 2
 
 
+@pytest.mark.slow  # starts a jupytext process per notebook
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
 def test_ipynb_and_py_are_in_sync(nb):
     pair = nb.with_suffix(".py")

@@ -76,6 +76,7 @@ def test_pooled_scores_weigh_sizes_as_the_paper_s_test_files_do():
     assert L.ood_scores(plain, pooled=True).loc[("copy", 0), "nope"] == pytest.approx(1 / 16)
 
 
+@pytest.mark.results
 def test_the_paper_s_published_ranking_is_consistent_with_its_statistic_as_we_read_it():
     table, rest, implied, harmonic = L.paper_mrr_check()
     assert rest == 51 - 18  # 17 splits x 3 seeds, 18 of them shown

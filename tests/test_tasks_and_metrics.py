@@ -48,8 +48,7 @@ def briefly_trained(task: str, steps: int) -> L.DecoderOnlyLM:
     return model.eval()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("steps", [0, 300])
+@pytest.mark.parametrize("steps", [0, pytest.param(300, marks=pytest.mark.slow)])  # 0: untrained, no steps
 def test_teacher_forced_exact_match_equals_greedy_generation(steps):
     """Notebook 02's check, on an untrained model (all rows wrong) and a partly trained one (a mix
     of right and wrong rows, where a wrong early token could in principle be 'repaired' later)."""

@@ -205,6 +205,7 @@ def test_revision_one_records_keep_their_hash():
     assert L.config_hash(cfg, 1) == L.config_hash(written, 1) == expected
 
 
+@pytest.mark.results
 def test_fields_added_after_the_grid_keep_the_grid_s_hashes_at_their_defaults():
     # the committed grid's records were written before `packed` and `scale_embeddings` existed
     committed = L.read_record(L.RESULTS_DIR / "runs" / "copy-nope-s0-35698c6d50e8.json")

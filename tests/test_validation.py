@@ -62,6 +62,7 @@ def test_config_out_of_range_names_the_field_value_and_range(call, message):
         call()
 
 
+@pytest.mark.slow
 def test_zero_steps_is_a_recorded_untrained_baseline():
     model, rec = L.train_run(tiny(steps=0, warmup_steps=0), progress=False)
     assert rec["untrained_baseline"] is True and rec["loss_curve"]["mean_loss"] == []
@@ -151,6 +152,7 @@ CLI_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, message", CLI_CASES, ids=[" ".join(a[:3]) for a, _ in CLI_CASES])
 def test_the_command_line_rejects_bad_arguments_in_one_line_before_any_work(argv, message, tmp_path, capsys):
     results = tmp_path / "results"
@@ -199,6 +201,7 @@ small_models = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     model=small_models,
