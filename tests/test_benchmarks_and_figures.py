@@ -34,14 +34,40 @@ def test_bench_kv_cache_smoke_and_ratios():
     t = L.kv_ratios(r)
     assert t.index.tolist() == [(2, 3)]
     row = t.loc[(2, 3)]
-    assert all(row[k] > 0 for k in L.KV_METHODS)
-    assert row["uncached / input cache"] == pytest.approx(row["ours, uncached"] / row["ours, input cache"])
-    assert row["GPT-2 cached / KV cache"] == pytest.approx(row["GPT-2, cached"] / row["ours, KV cache"])
+    assert all(row[k] > 0 for k in L.KV_METHODS) and all(row[c] > 0 for c in t.columns if " / " in c)
     assert all(len(r["rows"][0]["repeat_seconds"][k]) == 1 for k in L.KV_METHODS)
     assert r["cache_bytes_batch64_144_positions"] == {
         "kv": 2 * 3 * 64 * 4 * 144 * 16 * 4,
         "inputs": 3 * 64 * 144 * 64 * 4,
     }
+
+
+def test_kv_ratios_divide_the_timings_each_way_named():
+    # hand-given seconds whose four speed-ups all differ, so a swapped numerator, denominator or
+    # column gives a number the test does not expect
+    seconds = {
+        "ours, input cache": 0.5,
+        "ours, KV cache": 0.25,
+        "ours, uncached": 3.0,
+        "GPT-2, cached": 1.0,
+        "GPT-2, uncached": 5.0,
+    }
+    slower = {k: 2 * v for k, v in seconds.items()} | {"ours, uncached": 12.0}
+    run = {
+        "rows": [
+            {"batch": 1, "new_tokens": 8, **seconds, "repeat_seconds": {k: [v] for k, v in seconds.items()}},
+            {"batch": 64, "new_tokens": 8, **slower, "repeat_seconds": {k: [v] for k, v in slower.items()}},
+        ]
+    }
+    t = L.kv_ratios(run)
+    assert t.loc[(1, 8)][list(L.KV_METHODS)].tolist() == [0.5, 0.25, 3.0, 1.0, 5.0]  # the seconds, unchanged
+    assert t.loc[(1, 8), "uncached / input cache"] == pytest.approx(6.0)  # 3.0 s / 0.5 s
+    assert t.loc[(1, 8), "uncached / KV cache"] == pytest.approx(12.0)  # 3.0 s / 0.25 s
+    assert t.loc[(1, 8), "GPT-2 cached / input cache"] == pytest.approx(2.0)  # 1.0 s / 0.5 s
+    assert t.loc[(1, 8), "GPT-2 cached / KV cache"] == pytest.approx(4.0)  # 1.0 s / 0.25 s
+    assert t.loc[(64, 8), "uncached / input cache"] == pytest.approx(12.0)  # 12 s / 1 s: each row its own
+    assert t.loc[(64, 8), "GPT-2 cached / KV cache"] == pytest.approx(4.0)  # 2 s / 0.5 s
+    assert "repeat_seconds" not in t.columns
 
 
 def assert_labelled(fig):
