@@ -1,7 +1,8 @@
 # lengen: two commands for a fresh machine with Python >= 3.11.
 #   make test   install into .venv, then run the unit tests and every notebook (strict nbval, twice:
 #               native CPU kernels, then portable ones)
-#   make study  install, then execute every notebook in place (trains only what results/ lacks)
+#   make study  install, then execute every notebook in place (trains only what results/ lacks; an
+#               unchanged study leaves the files as they were: no timings in the notebooks' metadata)
 #   make test-fast   lint and the fast unit tests, for the edit-run loop
 #   make lab    open the notebooks in JupyterLab
 PYTHON ?= python3
@@ -52,7 +53,8 @@ format: install
 
 study: install
 	for nb in notebooks/*.ipynb; do \
-		$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=-1 $$nb || exit 1; \
+		$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=-1 \
+			--ExecutePreprocessor.record_timing=False $$nb || exit 1; \
 		$(BIN)/jupytext --sync $$nb >/dev/null || exit 1; \
 	done
 

@@ -2,29 +2,37 @@
 
 A small replication of Kazemnejad et al., "The Impact of Positional Encoding on Length
 Generalization in Transformers" (NeurIPS 2023). Everything the notebooks call lives here,
-in the order a reader meets it; each section's header names the notebook that explains it:
+in the order a reader meets it; each section's header names the notebook that explains it.
 
-    1. vocabulary and tasks            (copy, reverse; a registry for more)
+The teaching core, sections 1-8, is the model and how it is trained and scored; it holds no
+experiment. Each later section holds one chapter's code, all of it:
+
+    1. tasks                           (copy, reverse, their batches; a registry for more, with formats)
     2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
-    3. attention                       (written out, and the fused kernel where it is the same maths)
+    3. attention                       (written out, the fused kernel where it is the same maths; hook points)
     4. blocks and the model            (DecoderOnlyLM)
-    5. fast decoding                   (the caches, and the model's maths one token at a time)
+    5. fast decoding                   (the caches, filled from one forward pass, then one token at a time)
     6. exact match                     (teacher-forced, per length)
-    7. verification and pictures       (the encoder-decoder Transformer, PyTorch references, checks)
-    8. training one run                (RunConfig, train_run, checkpoints)
-    9. the sweep                       (resumable, parallel, any concurrent.futures executor)
-   10. analysis                        (records -> tables, figures, rankings with their uncertainty)
-   11. attention inspection            (pointer heads, an explorer, JSD similarity to NoPE)
-   12. benchmarks                      (training throughput, decoding caches)
-   13. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
+    7. training one run                (RunConfig, train_run, checkpoints)
+    8. the sweep                       (resumable, parallel, any concurrent.futures executor)
+    9. verification and pictures       (02: the encoder-decoder Transformer, PyTorch references, checks)
+   10. analysis                        (03, 04: records -> tables, figures, rankings; the ablation)
+   11. attention inspection            (05: pointer heads, an explorer, JSD similarity to NoPE)
+   12. the paper's other tasks         (07: eight tasks, the ranking across them two ways)
+   13. how NoPE knows where it is      (08: the theorems as hand-set weights, probes)
+   14. what moves the cliff            (09: failure anatomy, attention scaling, training interventions)
+   15. benchmarks                      (03, 06: training throughput, decoding caches)
+   16. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import hashlib
+import inspect
 import itertools
 import json
 import math
@@ -41,7 +49,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -55,6 +65,20 @@ FIGURES_DIR = REPO_ROOT / "figures"
 
 def _unknown(kind: str, name: str, valid: Iterable[str]) -> ValueError:
     return ValueError(f"unknown {kind} {name!r}; valid choices: {', '.join(sorted(valid))}")
+
+
+def save_figure(fig: Any, path: Path | None, dpi: int = 110) -> None:
+    """Write a figure to `path`, if one is given (every figure of the study is saved here)."""
+    if path is not None:
+        fig.savefig(path, dpi=dpi)
+
+
+def show_source(obj: Any) -> Any:
+    """The source of one of this module's functions or classes, shown as code in a notebook, so a
+    reader sees the piece beside the prose that explains it."""
+    from IPython.display import Markdown  # a notebook's dependency, not the training workers'
+
+    return Markdown(f"```python\n{inspect.getsource(obj)}```")
 
 
 # Config fields state their valid range where they are declared (`ranged`), and every config checks
@@ -106,8 +130,9 @@ def check_ranges(config: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# 1. Vocabulary and tasks (notebook 01)
+# 1. Tasks (notebook 01)
 # ---------------------------------------------------------------------------------------------
+
 
 PAD, BOS, SEP, EOS = 0, 1, 2, 3  # the special tokens every task shares
 SPECIAL_TOKENS = ("<pad>", "<s>", "<sep>", "</s>")
@@ -124,7 +149,7 @@ class Task:
     has its own `symbols` after the shared special tokens (token ids N_SPECIAL, N_SPECIAL + 1, ..)
     and says how long its prompt and answer are for a size n: every sequence of one size has the
     same lengths. The model reads [BOS, prompt, SEP, answer, EOS] and is scored on the answer and
-    EOS (`scored` may leave some out).
+    EOS.
     """
 
     name: str = ""
@@ -170,18 +195,14 @@ class Task:
 
     def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """`batch_size` prompts of size n and their answers: (B, prompt_length(n)), (B, answer_length(n))."""
-        x = self.inputs(n, batch_size, generator)
+        x = self.draw_prompts(n, batch_size, generator)
         return x, self.target(x)
 
-    def inputs(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
+    def draw_prompts(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
         return torch.randint(N_SPECIAL, self.vocab_size, (batch_size, n), generator=generator)
 
     def target(self, x: Tensor) -> Tensor:
         raise NotImplementedError(f"task {self.name!r} implements neither `target` nor `sample`")
-
-    def scored(self, n: int) -> Tensor:
-        """Which of the answer tokens and EOS the loss and exact match cover: (answer_length(n) + 1,)."""
-        return torch.ones(self.answer_length(n) + 1, dtype=torch.bool)
 
     def source_positions(self, n: int) -> list[int] | None:
         """For each answer token y_i, the index (1..prompt_length) of the prompt token it
@@ -241,11 +262,6 @@ def register_task(cls: type[Task]) -> type[Task]:
     return cls
 
 
-def task_names() -> tuple[str, ...]:
-    """Every registered task, in registry order."""
-    return tuple(TASKS)
-
-
 @register_task
 class Copy(Task):
     name = "copy"
@@ -268,55 +284,3019 @@ class Reverse(Task):
         return list(range(n, 0, -1))
 
 
-# Index hints (Zhou et al. 2023; notebook 09): each prompt symbol of a pointer task is preceded by a
-# hint token, a run of consecutive hints from a random start among `n_hints`, and each answer symbol
-# by the hint of the symbol it reproduces. Training then sees every hint and every step from one
-# hint to the next; the answer can point by content (the symbol after the same hint in the prompt)
-# and stop by content (the next hint is not in the prompt): neither needs a position.
-N_HINTS = 64
+def _compact(t: Tensor, keep: Tensor) -> Tensor:
+    """Each row's kept entries moved to its front, in order, and PAD after them."""
+    order = (~keep).to(torch.uint8).argsort(dim=1, stable=True)
+    return torch.where(keep.gather(1, order), t.gather(1, order), PAD)
 
 
-class IndexHinted(Task):
-    """A pointer task (prompt of n symbols, `source_positions` defined) with index hints: prompt
-    [h_s, x_1, h_s+1, x_2, ..], answer [hint of y_1's source, y_1, ..]. Subclass with `base`."""
+def get_task(name: str, options: dict[str, str] | None = None) -> Task:
+    """The registered task `name`, with its format `options` (`Task.options`; defaults if None)."""
+    if name not in TASKS:
+        raise _unknown("task", name, TASKS)
+    return TASKS[name](**(options or {}))
 
-    base: str = ""
-    n_hints: int = N_HINTS
 
-    def __init__(self) -> None:
+@dataclass
+class Batch:
+    """Token rows [BOS, prompt, SEP, answer, EOS] plus what the model needs to learn from them.
+
+    `positions` restart at 0 for every sequence and `segments` number the sequences in a row
+    (-1 for padding), so several sequences can share a row (packing) without seeing each other.
+    `loss_mask[b, t]` is True where tokens[b, t + 1] is a scored answer token or EOS.
+    """
+
+    tokens: Tensor  # (B, T) long
+    positions: Tensor  # (B, T) long
+    segments: Tensor  # (B, T) long
+    loss_mask: Tensor  # (B, T - 1) bool
+
+    @property
+    def inputs(self) -> Tensor:
+        return self.tokens[:, :-1]
+
+    @property
+    def targets(self) -> Tensor:
+        return self.tokens[:, 1:]
+
+
+def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """`batch_size` sequences of size n: tokens (B, T) = [BOS, prompt, SEP, answer, EOS], and which
+    tokens are scored targets, (B, T) bool. An answer shorter than `answer_length(n)` (a task whose
+    answers vary within a size) ends in PAD: EOS then follows its last real token, and the PADs
+    after it are neither scored nor attended by anything scored. A prompt shorter than
+    `prompt_length(n)` ends in PAD too: SEP then follows its last real token, and the sequence
+    ends in PAD."""
+    task.check_size(n)
+    prompt, answer = task.sample(n, batch_size, generator)
+    P, A = task.prompt_length(n), task.answer_length(n)
+    if prompt.shape != (batch_size, P) or answer.shape != (batch_size, A):
+        raise ValueError(
+            f"task {task.name!r} at size {n} must give prompts ({batch_size}, {P}) and answers "
+            f"({batch_size}, {A}); got {tuple(prompt.shape)} and {tuple(answer.shape)}"
+        )
+    col = lambda v: torch.full((batch_size, 1), v, dtype=torch.long)  # noqa: E731
+    tokens = torch.cat([col(BOS), prompt, col(SEP), answer, col(EOS)], dim=1)
+    scored = torch.zeros(batch_size, P + A + 3, dtype=torch.bool)
+    scored[:, P + 2 :] = True  # the answer and EOS
+    real = answer != PAD
+    if not real.all():  # answers of several lengths: EOS after each one's last real token
+        if (real[:, 1:] & ~real[:, :-1]).any():
+            raise ValueError(f"task {task.name!r} at size {n}: PAD may only end an answer, not interrupt it")
+        eos = P + 2 + real.sum(dim=1, keepdim=True)  # (B, 1): where EOS goes
+        column = torch.arange(P + A + 3)
+        tokens = torch.where(column == eos, EOS, tokens)
+        tokens = torch.where(column > eos, PAD, tokens)
+        scored &= column <= eos
+    shown = prompt != PAD
+    if not shown.all():  # prompts of several lengths: each sequence moves up to its prompt's end
+        if (shown[:, 1:] & ~shown[:, :-1]).any():
+            raise ValueError(f"task {task.name!r} at size {n}: PAD may only end a prompt, not interrupt it")
+        keep = tokens != PAD
+        order = (~keep).to(torch.uint8).argsort(dim=1, stable=True)
+        tokens, scored = _compact(tokens, keep), scored.gather(1, order) & keep.gather(1, order)
+    return tokens, scored
+
+
+def single_length_batch(task: Task, n: int, batch_size: int, generator: torch.Generator) -> Batch:
+    """A batch in which every sequence has size n (no padding)."""
+    tokens, scored = make_sequences(task, n, batch_size, generator)
+    B, T = tokens.shape
+    positions = torch.arange(T).expand(B, T)
+    return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), scored[:, 1:])
+
+
+def _draw_groups(lengths: Sequence[int]) -> dict[int, list[int]]:
+    """Indices into `lengths` grouped by value, in increasing length (one task call per group)."""
+    groups: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        groups.setdefault(int(n), []).append(i)
+    return dict(sorted(groups.items()))
+
+
+def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generator) -> list[tuple[Tensor, Tensor]]:
+    """One sequence per entry of `lengths` (in order), drawn in one task call per distinct size:
+    (tokens (T,), scored targets (T,))."""
+    out: list[tuple[Tensor, Tensor]] = [None] * len(lengths)  # type: ignore[list-item]
+    for n, idx in _draw_groups(lengths).items():
+        tokens, scored = make_sequences(task, n, len(idx), generator)
+        for row, row_scored, i in zip(tokens, scored, idx):
+            out[i] = (row, row_scored)
+    return out
+
+
+def first_fit_decreasing(sizes: Sequence[int], capacity: int) -> list[tuple[int, int, int]]:
+    """Place items into bins of `capacity`, longest first, each into the first bin with room.
+    Returns, per item, (bin, offset in the bin, index of the item within its bin)."""
+    place: list[tuple[int, int, int]] = [(0, 0, 0)] * len(sizes)
+    used: list[int] = []  # filled length of each bin
+    count: list[int] = []  # items in each bin
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        r = next((r for r, u in enumerate(used) if u + sizes[i] <= capacity), len(used))
+        if r == len(used):
+            used.append(0)
+            count.append(0)
+        place[i] = (r, used[r], count[r])
+        used[r] += sizes[i]
+        count[r] += 1
+    return place
+
+
+def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
+    """One training batch of len(lengths) sequences, packed into rows with little padding.
+
+    Sequences are placed first-fit-decreasing into rows no longer than the longest sequence;
+    attention is masked to each sequence and positions restart per sequence, so the loss (a
+    mean over all target tokens) equals that of the same sequences padded one per row. The
+    rows are filled by one scatter per tensor, not a copy per sequence.
+    """
+    lengths = [int(n) for n in lengths]
+    groups = _draw_groups(lengths)
+    drawn = {n: make_sequences(task, n, len(idx), generator) for n, idx in groups.items()}  # (tokens, scored)
+    size = [drawn[n][0].shape[1] for n in lengths]
+    capacity = max(size)
+    place = first_fit_decreasing(size, capacity)
+    rows = 1 + max(r for r, _, _ in place)
+    # per sequence, in the order the groups were drawn: where it starts, how long, its segment number
+    order = [i for idx in groups.values() for i in idx]
+    start = torch.tensor([place[i][0] * capacity + place[i][1] for i in order])
+    length = torch.tensor([size[i] for i in order])
+    segment = torch.tensor([place[i][2] for i in order])
+    # per token: which sequence it belongs to and its offset in it (= its position)
+    seq = torch.repeat_interleave(torch.arange(len(order)), length)
+    offset = torch.arange(len(seq)) - (torch.cumsum(length, 0) - length)[seq]
+    dest = start[seq] + offset
+    src = torch.cat([drawn[n][0].flatten() for n in groups])
+    scored = torch.cat([drawn[n][1].flatten() for n in groups])
+    tokens = torch.full((rows * capacity,), PAD, dtype=torch.long).index_put_((dest,), src)
+    positions = torch.zeros(rows * capacity, dtype=torch.long).index_put_((dest,), offset)
+    segments = torch.full((rows * capacity,), -1, dtype=torch.long).index_put_((dest,), segment[seq])
+    # a scored token is predicted from the token before it, always in its own sequence (it is never a BOS)
+    is_target = torch.zeros(rows * capacity, dtype=torch.bool).index_put_((dest,), scored)
+    shape = (rows, capacity)
+    return Batch(tokens.view(shape), positions.view(shape), segments.view(shape), is_target.view(shape)[:, 1:])
+
+
+def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
+    """The same sequences as `packed_training_batch`, one per row, right-padded (the naive way)."""
+    seqs = _draw_by_length(task, [int(n) for n in lengths], generator)
+    T = max(len(t) for t, _ in seqs)
+    B = len(seqs)
+    tokens = torch.full((B, T), PAD, dtype=torch.long)
+    segments = torch.full((B, T), -1, dtype=torch.long)
+    is_target = torch.zeros(B, T, dtype=torch.bool)
+    for b, (t, scored) in enumerate(seqs):
+        L = len(t)
+        tokens[b, :L] = t
+        segments[b, :L] = 0
+        is_target[b, :L] = scored
+    positions = torch.arange(T).expand(B, T)
+    return Batch(tokens, positions, segments, is_target[:, 1:])
+
+
+def model_positions(config: ModelConfig, batch: Batch, generator: torch.Generator, task: Task) -> Batch:
+    """The batch with the positions the model reads: randomized and coupled if it was trained so,
+    else as they are."""
+    out = batch
+    if config.random_positions:
+        out = randomize_positions(out, config.random_positions, generator)
+    if config.position_coupling:
+        out = couple_positions(out, batch.positions.expand_as(batch.segments), task)
+    return out
+
+
+def task_of_key(key: str) -> Task:
+    """The task a `Task.key` names ("addition.paper": addition in its paper format)."""
+    name, *values = key.split(".")
+    task = get_task(name)
+    options = {}
+    for value in values:
+        option = next((k for k, valid in task.options.items() if value in valid[1:]), None)
+        if option is None:
+            raise ValueError(f"task key {key!r}: {value!r} is no option value of task {name!r}")
+        options[option] = value
+    return get_task(name, options)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Positional encodings (notebook 01)
+# ---------------------------------------------------------------------------------------------
+
+
+# Each encoding overrides one of three hooks: add to the token embeddings, rotate queries and
+# keys, or add a bias to the attention logits. `positions` are integer tensors (.., T).
+
+
+class PositionalEncoding(nn.Module):
+    """Subclass, set `name`, override one hook, and register with `@register_encoding`: the new
+    encoding then joins the grid, the figures and the explorer with no other edit."""
+
+    name: str = ""
+    label: str = ""  # how tables and figures name it (default: `name`)
+    color: str = ""  # its colour in figures (default: one picked by its place in the registry)
+    relative: bool = False  # True if `bias` depends on q_pos - k_pos only (lets packed rows share it)
+
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.inner = get_task(self.base)
-        if self.inner.source_positions(self.inner.min_size) is None or self.inner.prompt_length(2) != 2:
-            raise ValueError(f"index hints need a pointer task with n prompt symbols; {self.base!r} is not one")
-        self.symbols = (*self.inner.symbols, *(f"h{i}" for i in range(self.n_hints)))
-        self.min_size, self.train_max_size = self.inner.min_size, self.inner.train_max_size
-        self.max_size = self.n_hints if self.inner.max_size is None else min(self.n_hints, self.inner.max_size)
+        self.cfg = cfg
 
-    def prompt_length(self, n: int) -> int:
-        return 2 * self.inner.prompt_length(n)
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        """Token embeddings (B, T, d) -> embeddings with absolute position added."""
+        return x
 
-    def answer_length(self, n: int) -> int:
-        return 2 * self.inner.answer_length(n)
+    def rotary(self, positions: Tensor) -> Callable[[Tensor], Tensor] | None:
+        """A function that rotates queries and keys (B, H, T, dh) at `positions`, or None."""
+        return None
 
-    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        x, y = self.inner.sample(n, batch_size, generator)
-        start = torch.randint(0, self.n_hints - n + 1, (batch_size, 1), generator=generator)
-        hints = N_SPECIAL + len(self.inner.symbols) + start + torch.arange(n)  # (B, n) token ids
-        source = torch.tensor(self.inner.source_positions(n)) - 1
-        return torch.stack([hints, x], -1).flatten(1), torch.stack([hints[:, source], y], -1).flatten(1)
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """Additive attention bias (B or 1, H, Tq, Tk), shared by every layer, or None."""
+        return None
 
-    def source_positions(self, n: int) -> list[int]:
-        return [p for s in self.inner.source_positions(n) for p in (2 * s - 1, 2 * s)]
+    @property
+    def max_length(self) -> int | None:
+        """The most positions the encoding can represent (None: any number)."""
+        return None
 
-
-@register_task
-class HintedCopy(IndexHinted):
-    name, base = "copy_hints", "copy"
+    @property
+    def rotates_keys(self) -> bool:
+        """True if `rotary` is overridden: keys then depend on position after their projection, so
+        decoding must cache the keys themselves (KVCache), not the inputs they come from."""
+        return type(self).rotary is not PositionalEncoding.rotary
 
 
-@register_task
-class HintedReverse(IndexHinted):
-    name, base = "reverse_hints", "reverse"
+ENCODINGS: dict[str, type[PositionalEncoding]] = {}  # name -> class, in the order registered
+
+
+def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} needs a `name` to be registered")
+    ENCODINGS[cls.name] = cls
+    return cls
+
+
+def encoding_names() -> tuple[str, ...]:
+    """Every registered encoding, in registry order: the study's six first, then any added."""
+    return tuple(ENCODINGS)
+
+
+def label(encoding: str) -> str:
+    """An encoding's name in tables and figures (its class's `label`); other names pass through."""
+    cls = ENCODINGS.get(encoding)
+    return (cls.label or cls.name) if cls is not None else encoding
+
+
+def encoding_color(encoding: str) -> str | None:
+    """An encoding's colour in figures: its class's `color`, else the palette entry of its place in
+    the registry; None for a name that is not an encoding (matplotlib then picks one)."""
+    cls = ENCODINGS.get(encoding)
+    if cls is None:
+        return None
+    return cls.color or f"C{list(ENCODINGS).index(encoding) % 10}"
+
+
+def make_encoding(cfg: ModelConfig) -> PositionalEncoding:
+    if cfg.encoding not in ENCODINGS:
+        raise _unknown("positional encoding", cfg.encoding, ENCODINGS)
+    return ENCODINGS[cfg.encoding](cfg)
+
+
+def relative_distance(q_pos: Tensor, k_pos: Tensor) -> Tensor:
+    """Query position minus key position, (.., Tq, Tk), with a leading batch axis."""
+    if q_pos.dim() == 1:
+        q_pos, k_pos = q_pos[None], k_pos[None]
+    return q_pos[:, :, None] - k_pos[:, None, :]
+
+
+@register_encoding
+class NoPE(PositionalEncoding):
+    """No positional information at all: only the causal mask tells tokens apart."""
+
+    name, label, color = "nope", "NoPE", "C0"
+
+
+def sinusoidal_table(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
+    """Vaswani et al.'s fixed encoding, sin half then cos half: (.., T) -> (.., T, d)."""
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+    angles = positions.to(torch.float32)[..., None] * inv_freq
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+@register_encoding
+class Sinusoidal(PositionalEncoding):
+    """Vaswani et al.'s fixed table of sines and cosines, added to the token embeddings."""
+
+    name, label, color = "sinusoidal", "Sinusoidal", "C1"
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x + sinusoidal_table(positions, x.shape[-1]).to(x.dtype)
+
+
+@register_encoding
+class Learned(PositionalEncoding):
+    """A trained table of absolute positions; rows past the training length stay untrained."""
+
+    name, label, color = "learned", "Learned", "C5"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.table = nn.Embedding(cfg.max_positions, cfg.d_model)
+
+    @property
+    def max_length(self) -> int:
+        return self.cfg.max_positions
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        top = int(positions.max()) if positions.numel() else 0
+        if top >= self.cfg.max_positions:
+            raise ValueError(
+                f"position {top} is past the learned table's {self.cfg.max_positions} rows "
+                f"(max_positions={self.cfg.max_positions}); build the model with a larger max_positions"
+            )
+        return x + self.table(positions)
+
+
+@register_encoding
+class Rotary(PositionalEncoding):
+    """RoPE (GPT-J style, interleaved pairs) on the first `rope_fraction` of each head's dims."""
+
+    name, label, color = "rope", "RoPE", "C2"
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.rot_dims = rotary_dims(cfg)
+        inv_freq = cfg.rope_base ** (-torch.arange(0, self.rot_dims, 2, dtype=torch.float32) / self.rot_dims)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def rotary(self, positions: Tensor) -> Callable[[Tensor], Tensor]:
+        angles = positions.to(torch.float32)[..., None] * self.inv_freq  # (.., T, rot/2)
+        if angles.dim() == 3:
+            angles = angles[:, None]  # (B, 1, T, rot/2): broadcast over heads
+        turn = torch.polar(torch.ones_like(angles), angles)  # e^(i * angle)
+        r = self.rot_dims
+
+        def rotate(t: Tensor) -> Tensor:
+            # pairs (t0, t1), (t2, t3), .. as complex numbers, each turned by its angle
+            pairs = torch.view_as_complex(t[..., :r].float().reshape(*t.shape[:-1], r // 2, 2))
+            rotated = torch.view_as_real(pairs * turn).flatten(-2).to(t.dtype)
+            return rotated if r == t.shape[-1] else torch.cat([rotated, t[..., r:]], dim=-1)
+
+        return rotate
+
+
+def rotary_dims(cfg: ModelConfig) -> int:
+    head_dim = cfg.d_model // cfg.n_heads
+    dims = round(head_dim * cfg.rope_fraction)
+    if not 0.0 < cfg.rope_fraction <= 1.0 or dims == 0 or dims % 2:
+        raise ValueError(
+            f"rope_fraction={cfg.rope_fraction} rotates {head_dim * cfg.rope_fraction:g} of each head's "
+            f"{head_dim} dims; rotary needs a positive even number (e.g. 0.25 -> {round(head_dim * 0.25)})"
+        )
+    return dims
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """Press et al.'s head slopes: geometric from 2^(-8/n); for n not a power of two, the slopes
+    of the nearest lower power of two, then every other slope of the next power of two."""
+
+    def power_of_two(n: int) -> list[float]:
+        start = 2 ** (-8 / n)
+        return [start ** (i + 1) for i in range(n)]
+
+    if n_heads & (n_heads - 1) == 0:
+        return torch.tensor(power_of_two(n_heads))
+    lower = 2 ** math.floor(math.log2(n_heads))
+    extra = power_of_two(2 * lower)[0::2][: n_heads - lower]
+    return torch.tensor(power_of_two(lower) + extra)
+
+
+@register_encoding
+class ALiBi(PositionalEncoding):
+    """A fixed bias -slope * distance on the attention logits, one geometric slope per head."""
+
+    name, label, color = "alibi", "ALiBi", "C3"
+    relative = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        distance = relative_distance(q_pos, k_pos).to(torch.float32)  # (B, Tq, Tk)
+        return -self.slopes[None, :, None, None] * distance[:, None]
+
+
+def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """T5's unidirectional bucket of a distance q - k >= 0: half the buckets exact, the rest
+    log-spaced up to max_distance; anything farther shares the last bucket."""
+    distance = distance.clamp(min=0)
+    max_exact = num_buckets // 2
+    is_small = distance < max_exact
+    scaled = torch.log(distance.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact)
+    large = max_exact + (scaled * (num_buckets - max_exact)).long()
+    large = large.clamp(max=num_buckets - 1)
+    return torch.where(is_small, distance, large)
+
+
+@register_encoding
+class T5Bias(PositionalEncoding):
+    """A learned scalar per (distance bucket, head), one table shared by all layers."""
+
+    name, label, color = "t5", "T5 bias", "C4"
+    relative = True
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg)
+        self.table = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
+
+    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        buckets = t5_bucket(relative_distance(q_pos, k_pos), self.cfg.t5_num_buckets, self.cfg.t5_max_distance)
+        return self.table(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Attention (notebooks 01 and 02)
+# ---------------------------------------------------------------------------------------------
+
+
+class HookPoint(nn.Module):
+    """An identity that names a tensor inside the model, so code outside it can read or change
+    that tensor (`register_forward_hook`, or the `hooked` context manager) without the model
+    knowing: decoding fills its cache this way, and inference-time interventions attach so
+    (`scaled_attention`). TransformerLens' hook points, in miniature."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+    @property
+    def active(self) -> bool:
+        return bool(self._forward_hooks)
+
+
+@contextlib.contextmanager
+def hooked(hooks: Iterable[tuple[HookPoint, Callable[[Tensor], Tensor | None]]]):
+    """Attach `fn` to each hook point while the block runs: fn(tensor) returns the tensor to use
+    in its place, or None to leave it (and only read it)."""
+    handles = [point.register_forward_hook(lambda _m, _a, out, fn=fn: fn(out)) for point, fn in hooks]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    hook_scores: HookPoint | None = None,
+) -> tuple[Tensor, Tensor]:
+    """softmax(q k^T / sqrt(dh) + bias, masked) v, written out. Returns (output, weights).
+
+    q (.., Tq, dh), k and v (.., Tk, dh); `mask` is boolean, True where attention is allowed,
+    broadcastable to (.., Tq, Tk); `bias` is added to the logits before masking; `hook_scores`
+    sees the content scores q k^T / sqrt(dh) before the bias.
+    """
+    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # scaling q is cheaper than the scores
+    if hook_scores is not None:
+        scores = hook_scores(scores)
+    if bias is not None:
+        scores = scores + bias
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    dropout: float = 0.0,
+    need_weights: bool = False,
+    hook_scores: HookPoint | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """The attention the model runs: the written-out one above where its weights or scores are
+    wanted (`need_weights`, an active `hook_scores`), for a single query (a decoding step:
+    PyTorch's fused CPU kernel is tiled for long query blocks and is slower there) and for a
+    trained bias (T5, which PyTorch sends to its own unfused path anyway); otherwise PyTorch's
+    fused kernel, the same maths (checked in notebook 02). Returns (output, weights or None)."""
+    hooked_scores = hook_scores is not None and hook_scores.active
+    if need_weights or hooked_scores or q.shape[-2] == 1 or (bias is not None and bias.requires_grad):
+        out, weights = scaled_dot_product_attention(q, k, v, mask, bias, hook_scores if hooked_scores else None)
+        return out, weights if need_weights else None
+    attn_mask = mask
+    if bias is not None:
+        attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout), None
+
+
+def causal_mask(tq: int, tk: int | None = None, device: torch.device | None = None) -> Tensor:
+    """(tq, tk) boolean: query i (the last tq of tk positions) sees keys up to itself."""
+    tk = tq if tk is None else tk
+    return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(diagonal=tk - tq)
+
+
+def padding_mask(tokens: Tensor) -> Tensor:
+    """(B, 1, 1, T) boolean: True at real tokens, so no query attends to PAD keys."""
+    return (tokens != PAD)[:, None, None, :]
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention: one stacked query/key/value map and an output map; self- or
+    cross-attention. Hook points name its input, its keys and values (after any rotation) and its
+    content scores, for code outside the model (section 5's caches, `scaled_attention`)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.in_proj = nn.Linear(d_model, 3 * d_model)  # query, key and value maps stacked
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+        self.hook_input, self.hook_keys, self.hook_values, self.hook_scores = (HookPoint() for _ in range(4))
+
+    def _split(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, H, T, dh)
+        B, T, _ = x.shape
+        return x.reshape(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
+        rotate: Callable[[Tensor], Tensor] | None = None,
+        need_weights: bool = False,
+        memory: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """`mask` True = may attend; `bias` is added to the logits; `rotate` turns queries and keys
+        (RoPE); `memory` makes it cross-attention (keys and values from the memory)."""
+        x = self.hook_input(x)
+        if memory is None:  # one matmul for all three maps
+            q, k, v = self.in_proj(x).chunk(3, dim=-1)
+        else:
+            w, b, d = self.in_proj.weight, self.in_proj.bias, x.shape[-1]
+            q = F.linear(x, w[:d], b[:d])
+            k, v = F.linear(memory, w[d:], b[d:]).chunk(2, dim=-1)
+        q, k, v = self._split(q), self._split(k), self._split(v)
+        if rotate is not None:
+            q, k = rotate(q), rotate(k)
+        k, v = self.hook_keys(k), self.hook_values(v)
+        dropout = self.dropout if self.training else 0.0
+        out, weights = attend(q, k, v, mask, bias, dropout, need_weights, self.hook_scores)
+        B, H, T, dh = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, H * dh)), weights
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Blocks and the decoder-only model (notebook 01)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelConfig:
+    """The study's model by default: d_model 64, 4 heads, 3 layers, d_ff 256, post-LN, no dropout."""
+
+    encoding: str = "nope"
+    d_model: int = ranged(64, 1)
+    n_heads: int = ranged(4, 1)
+    n_layers: int = ranged(3, 1)
+    d_ff: int = ranged(256, 1)
+    pre_norm: bool = False
+    dropout: float = ranged(0.0, 0, 1, below=True)
+    max_positions: int = ranged(128, 1)  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
+    rope_fraction: float = ranged(1.0, 0, 1, above=True)  # the paper rotated 0.25
+    scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al. (notebook 04)
+    random_positions: int = ranged(0, 0)  # P > 0: positions are a sorted random sample from [0, P) (Ruoss et al.)
+    position_coupling: bool = False  # answer queries read their source's position (Cho et al.)
+    rope_base: float = ranged(10000.0, 1, above=True)
+    t5_num_buckets: int = ranged(32, 2)
+    t5_max_distance: int = ranged(128, 2)
+
+    def __post_init__(self) -> None:
+        if self.encoding not in ENCODINGS:
+            raise _unknown("positional encoding", self.encoding, ENCODINGS)
+        check_ranges(self)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+        if self.t5_max_distance <= self.t5_num_buckets // 2:
+            raise ValueError(
+                f"t5_max_distance={self.t5_max_distance} must exceed half of t5_num_buckets "
+                f"({self.t5_num_buckets}): the exact buckets cover distances below it"
+            )
+        if self.encoding == "learned" and self.random_positions > self.max_positions:
+            raise ValueError(
+                f"random_positions={self.random_positions} draws positions past the learned table's "
+                f"max_positions={self.max_positions}; set max_positions >= random_positions"
+            )
+        if self.encoding == "rope":
+            rotary_dims(self)
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+
+
+class Block(nn.Module):
+    """Self-attention, optional cross-attention, feed-forward; each a residual, post- or pre-LN."""
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, pre_norm: bool, dropout: float = 0.0, cross: bool = False
+    ):
+        super().__init__()
+        self.pre_norm = pre_norm
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout) if cross else None
+        self.norm_cross = nn.LayerNorm(d_model) if cross else None
+        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout) if dropout > 0 else None  # skipped, not called, when 0
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
+        rotate: Callable[[Tensor], Tensor] | None = None,
+        need_weights: bool = False,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, T, d) -> (B, T, d), and the self-attention weights if `need_weights`."""
+        h, weights = self.self_attn(self._sublayer_input(x, self.norm1), mask, bias, rotate, need_weights)
+        x = self._residual(x, h, self.norm1)
+        if self.cross_attn is not None:
+            h, _ = self.cross_attn(self._sublayer_input(x, self.norm_cross), memory_mask, memory=memory)
+            x = self._residual(x, h, self.norm_cross)
+        x = self._residual(x, self.ffn(self._sublayer_input(x, self.norm2)), self.norm2)
+        return x, weights
+
+    def _sublayer_input(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
+        return norm(x) if self.pre_norm else x  # pre-LN normalizes what enters a sublayer
+
+    def _residual(self, x: Tensor, h: Tensor, norm: nn.LayerNorm) -> Tensor:
+        if self.drop is not None:
+            h = self.drop(h)
+        return x + h if self.pre_norm else norm(x + h)  # post-LN normalizes the sum
+
+
+@dataclass
+class Internals:
+    """What `DecoderOnlyLM.forward(..., return_internals=True)` exposes for inspection."""
+
+    attentions: list[Tensor]  # per layer, (B, H, T, T)
+    hidden_states: list[Tensor]  # embeddings, then the output of each layer, (B, T, d)
+
+
+class DecoderOnlyLM(nn.Module):
+    """A decoder-only Transformer whose positional encoding is chosen by name."""
+
+    def __init__(self, config: ModelConfig, vocab_size: int = VOCAB_SIZE):
+        super().__init__()
+        self.config, self.vocab_size = config, vocab_size
+        self.tok_emb = nn.Embedding(vocab_size, config.d_model)
+        self.pos = make_encoding(config)
+        self.blocks = nn.ModuleList(
+            Block(config.d_model, config.n_heads, config.d_ff, config.pre_norm, config.dropout)
+            for _ in range(config.n_layers)
+        )
+        self.final_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
+        self.lm_head = nn.Linear(config.d_model, vocab_size)
+        self.apply(_init_weights)
+        nn.init.normal_(self.tok_emb.weight, std=1.0)
+        self.emb_scale = math.sqrt(config.d_model) if config.scale_embeddings else 1.0
+
+    def forward(
+        self,
+        idx: Tensor,
+        positions: Tensor | None = None,
+        segments: Tensor | None = None,
+        return_internals: bool = False,
+    ) -> Tensor | tuple[Tensor, Internals]:
+        """Token ids (B, T) -> logits (B, T, vocab). `positions` (B, T) or (T,), default 0..T-1;
+        `segments` (B, T) number the sequences packed into a row: attention never crosses them."""
+        check_inputs(idx, self.vocab_size, positions, segments)
+        T = idx.shape[1]
+        positions = torch.arange(T, device=idx.device) if positions is None else positions
+        mask = causal_mask(T, device=idx.device)
+        if segments is not None:
+            mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
+        bias, mask = attention_bias(self.pos, positions, segments, mask)
+        x = self.pos.embed(self.tok_emb(idx) * self.emb_scale, positions)
+        rotate = self.pos.rotary(positions)
+        attentions, hidden = [], [x]
+        for block in self.blocks:
+            x, weights = block(x, mask, bias, rotate, return_internals)
+            attentions.append(weights)
+            hidden.append(x)
+        logits = self.lm_head(self.final_norm(x))
+        return (logits, Internals(attentions, hidden)) if return_internals else logits
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def generate(self, prompt: Tensor, max_new_tokens: int, **options: Any) -> Tensor | tuple[Tensor, Tensor]:
+        """Greedy decoding (section 5, `generate`): (B, P) prompt -> (B, P + max_new_tokens) tokens."""
+        return generate(self, prompt, max_new_tokens, **options)
+
+
+def check_inputs(idx: Tensor, vocab_size: int, positions: Tensor | None = None, segments: Tensor | None = None) -> None:
+    """Token ids: a non-empty (batch, length) integer tensor within the vocabulary; positions and
+    segments, if given: integer tensors shaped like the ids (or (length,))."""
+    if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.dtype not in (torch.int64, torch.int32):
+        got = f"{idx.dtype} {tuple(idx.shape)}" if isinstance(idx, Tensor) else type(idx).__name__
+        raise ValueError(f"token ids must be an integer tensor of shape (batch, length); got {got}")
+    if idx.shape[0] == 0 or idx.shape[1] == 0:
+        got = tuple(idx.shape)
+        raise ValueError(f"token ids must hold at least one sequence of at least one token; got shape {got}")
+    if int(idx.min()) < 0 or int(idx.max()) >= vocab_size:
+        raise ValueError(f"token ids must lie in [0, {vocab_size}); got [{int(idx.min())}, {int(idx.max())}]")
+    B, T = idx.shape
+    for name, t in (("positions", positions), ("segments", segments)):
+        if t is not None and (t.dtype not in (torch.int64, torch.int32) or t.shape not in ((B, T), (T,))):
+            raise ValueError(
+                f"{name} must be an integer tensor of shape ({B}, {T}) or ({T},), like the token "
+                f"ids; got {t.dtype} {tuple(t.shape)}"
+            )
+
+
+def attention_bias(
+    pos: PositionalEncoding, positions: Tensor, segments: Tensor | None, mask: Tensor
+) -> tuple[Tensor | None, Tensor | None]:
+    """The encoding's attention bias with the mask folded in once for every layer: (bias, None),
+    or (None, mask) for an encoding without a bias. In packed rows a relative bias sees only
+    q - k, which within a sequence is the column distance: one (T, T) bias then serves every row."""
+    if pos.relative and segments is not None and _counts_up_within(positions, segments):
+        columns = torch.arange(positions.shape[-1], device=positions.device)
+        bias = pos.bias(columns, columns)
+    else:
+        bias = pos.bias(positions, positions)
+    return (None, mask) if bias is None else (bias.masked_fill(~mask, float("-inf")), None)
+
+
+def _counts_up_within(positions: Tensor, segments: Tensor) -> bool:
+    """True if (B, T) positions go up by one from each token to the next of the same sequence
+    (padding, segment -1, is ignored: nothing reads its outputs)."""
+    if positions.dim() != 2:
+        return False
+    same = (segments[:, 1:] == segments[:, :-1]) & (segments[:, 1:] >= 0)
+    return bool(((positions[:, 1:] - positions[:, :-1] == 1) | ~same).all())
+
+
+def _init_weights(module: nn.Module) -> None:
+    """Linear maps and tables N(0, 0.02) as in GPT-2; token embeddings are set to N(0, 1) by the
+    model, so content and the sinusoidal table (entries in [-1, 1]) start on the same scale."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, std=0.02)
+        nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, std=0.02)
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Fast decoding: the same maths, one token at a time (notebook 06)
+# ---------------------------------------------------------------------------------------------
+
+
+# Greedy generation feeds one new token per step. Re-running the whole sequence each step costs
+# O(T^2) per step; a cache of what earlier positions computed makes a step cost O(T). Two caches
+# serve the same attention: the textbook one keeps every layer's keys and values; the input cache
+# keeps only each attention layer's input and moves W_k and W_v to the other side of the
+# attention's products (notebook 06 derives it). Both are allocated once, written in place, and
+# read as views of the filled prefix. The step functions below restate `forward` for a single
+# token with plain function calls: in generation's inner loop the cost is per call, not per flop.
+
+
+class _Cache:
+    """What both decoding caches share: preallocated tensors, the filled length, a bounds check."""
+
+    length: int  # positions filled so far
+    max_len: int
+
+    def _span(self, new: int) -> tuple[int, int]:
+        start, end = self.length, self.length + new
+        if end > self.max_len:
+            raise ValueError(f"{type(self).__name__} holds {self.max_len} positions; cannot write up to {end}")
+        return start, end
+
+
+class KVCache(_Cache):
+    """Keys and values of every layer, preallocated once for `max_len` positions.
+
+    Each step writes its new keys in place and attends over a view of the filled prefix, so the
+    cost of a step grows only with the attention over the cache, never with copies of it. Serves
+    every encoding, RoPE included (keys are stored already rotated).
+    """
+
+    kind = "kv"
+
+    def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int, dtype=torch.float32):
+        shape = (n_layers, batch, n_heads, max_len, head_dim)
+        # not zeroed: attention only ever reads the filled prefix [:length]
+        self.k = torch.empty(shape, dtype=dtype)
+        self.v = torch.empty(shape, dtype=dtype)
+        self.length, self.max_len = 0, max_len
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.element_size() * (self.k.numel() + self.v.numel())
+
+    def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Writes k and v (B, H, T, dh) at the current length; returns every key and value so far."""
+        start, end = self._span(k.shape[2])
+        self.k[layer, :, :, start:end] = k
+        self.v[layer, :, :, start:end] = v
+        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
+
+    def hooks(self, model: DecoderOnlyLM) -> list[tuple[HookPoint, Callable[[Tensor], None]]]:
+        """What `prefill` reads from a forward pass: each layer's keys and values."""
+        keys: dict[int, Tensor] = {}
+
+        def store(layer: int, values: Tensor) -> None:
+            self.append(layer, keys.pop(layer), values)
+
+        out = []
+        for i, block in enumerate(model.blocks):
+            out.append((block.self_attn.hook_keys, lambda k, i=i: keys.__setitem__(i, k)))
+            out.append((block.self_attn.hook_values, lambda v, i=i: store(i, v)))
+        return out
+
+
+class InputCache(_Cache):
+    """The input of every attention layer, (B, max_len, d) per layer, preallocated once.
+
+    Keys and values are linear maps of that input, so one tensor stands in for both: a step applies
+    W_k to the query and W_v after the weighted sum (notebook 06 derives why this is the same
+    attention). `maps` holds each layer's weights laid out for that (`input_maps`), made from the
+    weights the cache serves: like any decoding cache, it is only valid for those weights. Half the
+    memory of a `KVCache`. Keys rotated after their projection (RoPE) cannot be served so.
+    """
+
+    kind = "inputs"
+
+    def __init__(
+        self,
+        n_layers: int,
+        batch: int,
+        max_len: int,
+        d_model: int,
+        maps: Sequence[tuple[Tensor, ...]],
+        dtype=torch.float32,
+    ):
+        if len(maps) != n_layers:
+            raise ValueError(f"an InputCache for {n_layers} layers needs {n_layers} sets of maps, got {len(maps)}")
+        self.h = torch.empty(n_layers, batch, max_len, d_model, dtype=dtype)  # not zeroed, as above
+        self.maps = list(maps)
+        self.length, self.max_len = 0, max_len
+
+    @property
+    def nbytes(self) -> int:
+        return self.h.element_size() * self.h.numel()
+
+    def append(self, layer: int, h: Tensor) -> Tensor:
+        """Writes h (B, T, d) at the current length; returns the inputs so far (B, length + T, d)."""
+        start, end = self._span(h.shape[1])
+        self.h[layer, :, start:end] = h
+        return self.h[layer, :, :end]
+
+    def hooks(self, model: DecoderOnlyLM) -> list[tuple[HookPoint, Callable[[Tensor], None]]]:
+        """What `prefill` reads from a forward pass: each attention layer's input."""
+        if model.pos.rotates_keys:
+            raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+
+        def store(layer: int, x: Tensor) -> None:
+            self.append(layer, x)
+
+        return [(b.self_attn.hook_input, lambda x, i=i: store(i, x)) for i, b in enumerate(model.blocks)]
+
+
+CACHE_KINDS = {"kv": KVCache, "inputs": InputCache}
+Cache = KVCache | InputCache
+
+
+def new_cache(model: DecoderOnlyLM, batch: int, max_len: int, kind: str = "auto") -> Cache:
+    """A decoding cache for `max_len` positions: "kv" (keys and values, any encoding), "inputs"
+    (each attention layer's input: half the memory; not for encodings that rotate keys), or
+    "auto": "inputs" where it applies, else "kv"."""
+    c, dtype = model.config, model.lm_head.weight.dtype
+    if kind == "auto":
+        kind = "kv" if model.pos.rotates_keys else "inputs"
+    if kind not in CACHE_KINDS:
+        raise _unknown("cache kind", kind, ["auto", *CACHE_KINDS])
+    if kind == "inputs":
+        if model.pos.rotates_keys:
+            raise ValueError(f"encoding {c.encoding!r} rotates keys, so an input cache cannot serve it; use kind='kv'")
+        return InputCache(c.n_layers, batch, max_len, c.d_model, [input_maps(b.self_attn) for b in model.blocks], dtype)
+    return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, dtype)
+
+
+def prefill(model: DecoderOnlyLM, prompt: Tensor, cache: Cache) -> Tensor:
+    """Run the prompt (B, P) through one plain forward pass, writing what each layer's attention
+    computed (through its hook points) into an empty cache; returns the last position's logits."""
+    if cache.length:
+        raise ValueError(f"prefill fills an empty cache; this one holds {cache.length} positions")
+    with hooked(cache.hooks(model)):
+        logits = model(prompt)[:, -1]
+    cache.length = prompt.shape[1]
+    return logits
+
+
+def decode_step(model: DecoderOnlyLM, token: Tensor, cache: Cache) -> Tensor:
+    """Logits (B, vocab) for one new token per row (B,), whose entries join the cache:
+    generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
+    t = cache.length
+    position = torch.tensor([t], device=token.device)
+    x = model.pos.embed(model.tok_emb(token)[:, None] * model.emb_scale, position)[:, 0]  # (B, d)
+    bias = model.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
+    rotate = model.pos.rotary(position)
+    for i, block in enumerate(model.blocks):
+        x = block_step(block, x, cache, i, bias, rotate)
+    cache.length += 1
+    return F.linear(model.final_norm(x), model.lm_head.weight, model.lm_head.bias)
+
+
+def block_step(
+    block: Block, x: Tensor, cache: Cache, layer: int, bias: Tensor | None, rotate: Callable[[Tensor], Tensor] | None
+) -> Tensor:
+    """`Block.forward` for one new token per row, x (B, d), attending over the cache (no dropout,
+    as in eval mode)."""
+    if block.cross_attn is not None:
+        raise NotImplementedError("block_step serves decoder-only models; this block also attends to a memory")
+    up, _, _, down = block.ffn  # linear, ReLU, dropout (off in generation), linear
+    attn = block.self_attn
+    if block.pre_norm:
+        x = x + attention_step(attn, _layer_norm(block.norm1, x), cache, layer, bias, rotate)
+        return x + _feed_forward(up, down, _layer_norm(block.norm2, x))
+    x = _layer_norm(block.norm1, x + attention_step(attn, x, cache, layer, bias, rotate))
+    return _layer_norm(block.norm2, x + _feed_forward(up, down, x))
+
+
+def _layer_norm(m: nn.LayerNorm, x: Tensor) -> Tensor:
+    return F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
+
+
+def _feed_forward(up: nn.Linear, down: nn.Linear, x: Tensor) -> Tensor:
+    return F.linear(F.relu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
+
+
+def attention_step(
+    attn: MultiHeadAttention,
+    x: Tensor,
+    cache: Cache,
+    layer: int,
+    bias: Tensor | None,
+    rotate: Callable[[Tensor], Tensor] | None,
+) -> Tensor:
+    """`MultiHeadAttention.forward` for one new token per row, x (B, d): its key and value
+    (KVCache) or x itself (InputCache) go into the cache; its query attends over everything cached.
+    An active `hook_scores` sees the content scores, as in the forward pass."""
+    hook = attn.hook_scores if attn.hook_scores.active else None
+    if isinstance(cache, InputCache):
+        if rotate is not None:
+            raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
+        return _attention_step_on_inputs(attn, x, cache, layer, bias, hook)
+    B = x.shape[0]
+    q, k, v = F.linear(x, attn.in_proj.weight, attn.in_proj.bias).view(B, 3, attn.n_heads, 1, attn.head_dim).unbind(1)
+    if rotate is not None:
+        q, k = rotate(q), rotate(k)
+    keys, values = cache.append(layer, k, v)
+    out, _ = scaled_dot_product_attention(q, keys, values, None, bias, hook)  # (B, H, 1, dh)
+    return F.linear(out.view(B, -1), attn.out_proj.weight, attn.out_proj.bias)
+
+
+@torch.no_grad()
+def input_maps(attn: MultiHeadAttention) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """What a decoding step over an InputCache needs (see there), laid out for it once: the
+    query map W_q (d, d) and b_q, both scaled by 1/sqrt(dh); W_k by head, (H, dh, d); W_v^T by
+    head, (H, d, dh); b_v by head, (H, 1, dh). b_k is left out: it shifts every score alike."""
+    H, dh = attn.n_heads, attn.head_dim
+    d = H * dh
+    w_q, w_k, w_v = attn.in_proj.weight.split(d)
+    b_q, _, b_v = attn.in_proj.bias.split(d)
+    scale = 1 / math.sqrt(dh)
+    return (
+        w_q * scale,
+        b_q * scale,
+        w_k.reshape(H, dh, d).contiguous(),
+        w_v.reshape(H, dh, d).transpose(1, 2).contiguous(),
+        b_v.reshape(H, 1, dh).contiguous(),
+    )
+
+
+def _attention_step_on_inputs(
+    attn: MultiHeadAttention,
+    x: Tensor,
+    cache: InputCache,
+    layer: int,
+    bias: Tensor | None,
+    hook: HookPoint | None = None,
+) -> Tensor:
+    """`attention_step` over the cached inputs h (B, L, d): per head, the scores are (W_k^T q) . h_j
+    and the output is W_v (sum_j w_j h_j) + b_v (notebook 06). (Leaving out b_k shifts a query's
+    scores alike, so a hook that scales them scales the same softmax.)"""
+    (B, d), H = x.shape, attn.n_heads
+    w_q, b_q, w_k, w_v, b_v = cache.maps[layer]
+    h = cache.append(layer, x[:, None])
+    q = F.linear(x, w_q, b_q).view(B, H, -1).transpose(0, 1)  # (H, B, dh), scaled
+    q = torch.bmm(q, w_k).transpose(0, 1)  # (B, H, d): each head's query in input space
+    scores = torch.bmm(q, h.transpose(1, 2))  # (B, H, L)
+    if hook is not None:
+        scores = hook(scores[:, :, None])[:, :, 0]
+    if bias is not None:
+        scores = scores + bias[:, :, 0]  # (1 or B, H, 1, L) -> (1 or B, H, L)
+    mixed = torch.bmm(scores.softmax(dim=-1), h).transpose(0, 1)  # (H, B, d): each head's weighted inputs
+    out = torch.baddbmm(b_v, mixed, w_v).transpose(0, 1).reshape(B, d)  # (B, H * dh): the heads' values
+    return F.linear(out, attn.out_proj.weight, attn.out_proj.bias)
+
+
+@torch.inference_mode()  # like no_grad, and skips autograd's bookkeeping on every tensor: cheaper per call
+def generate(
+    model: DecoderOnlyLM,
+    prompt: Tensor,
+    max_new_tokens: int,
+    use_cache: bool = True,
+    return_logits: bool = False,
+    cache_kind: str = "auto",
+    positions: Tensor | None = None,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
+
+    With a cache (`cache_kind` as in `new_cache`), the prompt fills it in one forward pass and each
+    later step feeds only the newest token (`decode_step`); without, every step re-runs the whole
+    sequence so far. The caches decode at positions 0, 1, ..; `positions` (B, at least
+    P + max_new_tokens - 1) gives others to the uncached decoding (a model trained with
+    random_positions or position_coupling reads its own: see `model_positions`).
+    """
+    _check_generation(model, prompt, max_new_tokens, use_cache, positions)
+    B, P = prompt.shape
+    total = P + max_new_tokens
+    out = torch.empty(B, total, dtype=torch.long, device=prompt.device)
+    out[:, :P] = prompt
+    if use_cache:
+        cache = new_cache(model, B, total, cache_kind)
+        logits, step = prefill(model, prompt, cache), lambda t: decode_step(model, out[:, t], cache)
+    else:
+        at = (lambda t: None) if positions is None else (lambda t: positions[:, :t])  # noqa: E731
+        logits, step = model(prompt, at(P))[:, -1], lambda t: model(out[:, : t + 1], at(t + 1))[:, -1]
+    step_logits = []
+    for t in range(P, total):
+        out[:, t] = logits.argmax(-1)
+        step_logits.append(logits)
+        if t + 1 < total:
+            logits = step(t)
+    return (out, torch.stack(step_logits, dim=1)) if return_logits else out
+
+
+def _check_generation(
+    model: DecoderOnlyLM, prompt: Tensor, max_new_tokens: int, use_cache: bool, positions: Tensor | None
+) -> None:
+    """What `generate` refuses, each with the reason and what to do instead."""
+    check_inputs(prompt, model.vocab_size)  # generated tokens are argmaxes over the vocabulary: valid
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an integer >= 0; got {max_new_tokens!r}")
+    B, P = prompt.shape
+    total = P + max_new_tokens
+    if positions is None and (model.config.random_positions or model.config.position_coupling):
+        raise ValueError(
+            "generate decodes at positions 0, 1, ..; a model trained with random_positions or "
+            "position_coupling reads others: pass them (positions=, use_cache=False), or score it "
+            "teacher-forced (exact_match_by_length, failure_anatomy), which equals greedy"
+        )
+    if positions is not None and (use_cache or positions.shape[0] != B or positions.shape[1] < total - 1):
+        raise ValueError(
+            f"positions serve uncached decoding (use_cache=False) and need shape ({B}, >= {total - 1}); "
+            f"got use_cache={use_cache}, shape {tuple(positions.shape)}"
+        )
+    limit = model.pos.max_length
+    if limit is not None and total - 1 > limit:  # the last token is never fed back
+        raise ValueError(
+            f"{P} prompt tokens + {max_new_tokens} new ones need {total - 1} positions, past the "
+            f"{model.config.encoding} encoding's {limit} (max_positions={limit})"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Exact match (notebooks 02 and 04)
+# ---------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+@contextlib.contextmanager
+def evaluating(model: nn.Module):
+    """The model in eval mode within the block (no dropout), then back in the mode it was in."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def evaluation_batch(task: Task, n: int, count: int, seed: int, config: ModelConfig | None = None) -> Batch:
+    """The `count` sequences of size n that evaluation seed `seed` draws for `task` (the same for
+    every model: they depend only on the task, its format, n and the seed), at the positions a
+    model of `config` reads (randomized or coupled, if it was trained so)."""
+    g = eval_generator(task.key, n, seed)
+    batch = single_length_batch(task, n, count, g)
+    return batch if config is None else model_positions(config, batch, g, task)
+
+
+def exact_from_logits(logits: Tensor, batch: Batch) -> Tensor:
+    """(B,) bool from teacher-forced logits: every scored token (answer and EOS) is the argmax."""
+    return ((logits.argmax(-1) == batch.targets) | ~batch.loss_mask).all(dim=1)
+
+
+def exact_match_rows(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """(B,) bool: every target symbol and EOS is the argmax given the true prefix.
+
+    Equivalent to greedy decoding reproducing the whole answer: if every step's argmax is the
+    true token, greedy decoding follows the true prefix; at the first wrong argmax, it fails.
+    """
+    return exact_from_logits(model(batch.inputs, positions=batch.positions[:, :-1]), batch)
+
+
+def eval_generator(task: str, n: int, seed: int) -> torch.Generator:
+    """The evaluation sequences depend only on (task, n, seed): the same for every model."""
+    digest = hashlib.sha256(f"{task}/{n}/{seed}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+
+
+def exact_match_by_length(
+    model: DecoderOnlyLM,
+    task: str | Task,
+    lengths: Iterable[int],
+    n_per_length: int = 256,
+    seed: int = 1234,
+    batch_size: int = 256,
+) -> dict[int, float]:
+    """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced).
+    `task`: a registered name, or a task in its format (`RunConfig.make_task`)."""
+    t = get_task(task) if isinstance(task, str) else task
+    lengths = list(lengths)
+    for name, value in (("n_per_length", n_per_length), ("batch_size", batch_size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    for n in lengths:
+        if not isinstance(n, int | np.integer) or isinstance(n, bool):
+            raise ValueError(f"lengths must be integers; got {n!r}")
+        t.check_size(int(n))
+    out: dict[int, float] = {}
+    with evaluating(model):
+        for n in lengths:
+            batch = evaluation_batch(t, n, n_per_length, seed, model.config)
+            hits = [
+                exact_match_rows(model, _slice_batch(batch, i, i + batch_size))
+                for i in range(0, n_per_length, batch_size)
+            ]
+            out[int(n)] = float(torch.cat(hits).float().mean())
+    return out
+
+
+def _slice_batch(b: Batch, i: int, j: int) -> Batch:
+    return Batch(b.tokens[i:j], b.positions[i:j], b.segments[i:j], b.loss_mask[i:j])
+
+
+def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """(B,) bool by step-by-step greedy generation from [BOS, prompt, SEP]: the slow reference.
+    Every row has one size (a `single_length_batch`); the answer is compared where it is scored."""
+    sep = int((batch.tokens[0] == SEP).nonzero()[0]) + 1
+    prompt, answer = batch.tokens[:, :sep], batch.tokens[:, sep:]
+    with evaluating(model):
+        generated = model.generate(prompt, answer.shape[1])[:, sep:]
+    return ((generated == answer) | ~batch.loss_mask[:, sep - 1 :]).all(dim=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Training one run (notebook 03)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunConfig:
+    """One training run. Defaults are the study's settings (the seed write-up's, see README)."""
+
+    task: str = "copy"
+    model: ModelConfig = field(default_factory=ModelConfig)  # model.encoding names the encoding
+    task_options: dict[str, str] = field(default_factory=dict)  # the task's format (`Task.options`)
+    seed: int = ranged(0, 0)
+    train_min_len: int = ranged(1, 1)
+    train_max_len: int = ranged(16, 1)
+    batch_size: int = ranged(64, 1)
+    steps: int = ranged(5000, 0)  # 0: an untrained baseline, evaluated and recorded as such
+    lr: float = ranged(1e-3, 0, above=True)
+    weight_decay: float = ranged(0.01, 0)
+    warmup_steps: int = ranged(250, 0)  # linear warm-up (at most `steps`), then cosine decay to zero
+    grad_clip: float = ranged(1.0, 0, above=True)
+    eval_max_len: int = ranged(48, 1)
+    eval_per_length: int = ranged(256, 1)
+    eval_seed: int = ranged(1234, 0)  # apart from the training seeds: the same test set for every model
+    packed: bool = True  # pack sequences into rows; False: one per row, padded (same loss and gradients)
+    train_eos: bool = True  # False: EOS is left out of the loss, so the stop decision is never trained
+
+    def __post_init__(self) -> None:
+        if isinstance(self.model, dict):
+            self.model = ModelConfig(**_without_retired(self.model))
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"RunConfig.model must be a ModelConfig (or its dict); got {type(self.model).__name__}")
+        task = get_task(self.task, self.task_options)  # raises on an unknown task or option
+        # an option at its default is left out, so a run has one config (and one hash)
+        self.task_options = {k: v for k, v in sorted(self.task_options.items()) if v != task.options[k][0]}
+        check_ranges(self)
+        if self.steps > 0 and self.warmup_steps > self.steps:
+            raise ValueError(
+                f"RunConfig.warmup_steps={self.warmup_steps} is out of range; valid: an integer "
+                f">= 0 and <= steps ({self.steps})"
+            )
+        if task.max_size is not None and self.eval_max_len > task.max_size:
+            raise ValueError(
+                f"RunConfig.eval_max_len={self.eval_max_len} is out of range; task {self.task!r} "
+                f"has sizes up to {task.max_size}"
+            )
+        if not task.min_size <= self.train_min_len <= self.train_max_len <= self.eval_max_len:
+            raise ValueError(
+                f"need {task.min_size} <= train_min_len ({self.train_min_len}) <= train_max_len ({self.train_max_len}) "
+                f"<= eval_max_len ({self.eval_max_len}) (task {self.task!r} starts at size {task.min_size})"
+            )
+        longest = task.sequence_length(self.eval_max_len)
+        if self.model.encoding == "learned" and longest > self.model.max_positions:
+            raise ValueError(
+                f"eval_max_len={self.eval_max_len} needs {longest} positions for task {self.task!r} but the "
+                f"learned table has max_positions={self.model.max_positions}"
+            )
+
+    @property
+    def encoding(self) -> str:
+        return self.model.encoding
+
+    @property
+    def name(self) -> str:
+        return f"{self.make_task().key}-{self.encoding}-s{self.seed}"
+
+    def make_task(self) -> Task:
+        """The run's task, in its format."""
+        return get_task(self.task, self.task_options)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        return cls(**d)
+
+    @property
+    def hash(self) -> str:
+        return config_hash(self.to_dict(), TRAINING_REVISION)
+
+
+# Bump when a change to the training or evaluation code changes what a run produces: every
+# config hash changes with it, so the sweep re-runs the grid instead of serving records that the
+# old code made. Revision 1 was the first grid; 2 packs batches by scatter, shares the relative
+# bias across packed rows, and uses PyTorch's fused AdamW (same data, float-level differences).
+TRAINING_REVISION = 2
+
+
+# Config fields added after the grid was trained, with the value every earlier run had. At that
+# value a field is left out of the hash, so earlier runs keep their names and records; any other
+# value names a new run.
+LATER_FIELDS: dict[str, Any] = {
+    "packed": True,
+    "model.scale_embeddings": False,
+    "model.random_positions": 0,
+    "model.position_coupling": False,
+    "train_eos": True,
+    "task_options": {},
+}
+
+
+# Model fields that records once carried and the model no longer has, with the only value any
+# record holds: the attention scaling moved out of the model (`scaled_attention`, inference only).
+RETIRED_MODEL_FIELDS: dict[str, Any] = {"attention_temperature": 1.0, "log_length_scaling": 0}
+
+
+def _without_retired(model: dict[str, Any]) -> dict[str, Any]:
+    """A record's model config without the retired fields (refused at any other value)."""
+    for key, value in RETIRED_MODEL_FIELDS.items():
+        if key in model and model[key] != value:
+            raise ValueError(
+                f"model field {key}={model[key]!r} is no longer a model setting; "
+                "apply it at inference with scaled_attention(model, ...)"
+            )
+    return {k: v for k, v in model.items() if k not in RETIRED_MODEL_FIELDS}
+
+
+def _hashed_fields(config: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(config))  # a deep copy
+    for key, default in LATER_FIELDS.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for p in parents:
+            node = node.get(p, {})
+        if node.get(leaf, default) == default:
+            node.pop(leaf, None)
+    return out
+
+
+def config_hash(config: dict[str, Any], revision: int = TRAINING_REVISION) -> str:
+    """12 hex digits naming a run: its full config and the revision of the code that trains it."""
+    blob = json.dumps(_hashed_fields(config), sort_keys=True).encode()
+    if revision > 1:  # revision 1 hashed the config alone
+        blob += f"|revision={revision}".encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def make_model(config: RunConfig) -> DecoderOnlyLM:
+    """A fresh model for a run: its ModelConfig, with its task's vocabulary."""
+    return DecoderOnlyLM(config.model, config.make_task().vocab_size)
+
+
+def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
+    """RunConfig from names; overrides may set RunConfig fields or ModelConfig fields. A run of
+    fewer steps than the default warm-up warms up over all of them unless `warmup_steps` is given."""
+    if "steps" in overrides and "warmup_steps" not in overrides and isinstance(overrides["steps"], int):
+        overrides["warmup_steps"] = max(0, min(RunConfig.warmup_steps, overrides["steps"]))
+    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
+    return RunConfig(task=task, model=ModelConfig(encoding=encoding, **model_kw), seed=seed, **overrides)
+
+
+def lr_at(step: int, cfg: RunConfig) -> float:
+    """Linear warm-up to cfg.lr over warmup_steps, then cosine decay to zero at cfg.steps."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def make_optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+    """AdamW as the study trains: PyTorch's fused kernel (one call for all tensors; the update
+    rule is AdamW's, only the float order of operations differs from the loop version)."""
+    return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+
+
+def training_batch(task: Task, cfg: RunConfig, generator: torch.Generator, packed: bool = True) -> Batch:
+    """batch_size sequences, each with n drawn uniformly from [train_min_len, train_max_len], at
+    the positions the model reads (`model_positions`); EOS left out of the loss if not `train_eos`."""
+    make = packed_training_batch if packed else padded_training_batch
+    batch = model_positions(cfg.model, make(task, training_lengths(cfg, generator), generator), generator, task)
+    if not cfg.train_eos:
+        batch.loss_mask = batch.loss_mask & (batch.targets != EOS)
+    return batch
+
+
+def batch_loss(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """Mean cross-entropy over the target tokens (y1..ym, EOS) of every sequence in the batch."""
+    logits = model(batch.inputs, positions=batch.positions[:, :-1], segments=batch.segments[:, :-1])
+    return F.cross_entropy(logits[batch.loss_mask], batch.targets[batch.loss_mask])
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary file in the same folder, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are ordinary files
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=1)))
+
+
+def library_versions() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "lengen": __version__,
+    }
+
+
+def _progress(iterable, total: int, desc: str, enabled: bool):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, mininterval=1.0)
+
+
+class torch_threads:
+    """Run a block with n intra-op threads, then restore the previous count."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self) -> None:
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.before)
+
+
+def train_run(
+    config: RunConfig, checkpoint: Path | None = None, checkpoint_every: int = 500, progress: bool = True
+) -> tuple[DecoderOnlyLM, dict[str, Any]]:
+    """Train one model and evaluate it at every length. Returns (model, record).
+
+    Runs on one thread (a model this small gains nothing from more, and a fixed count keeps the
+    result deterministic for a given config on a given machine). With `checkpoint`, state is
+    saved every `checkpoint_every` steps and an existing checkpoint is resumed from.
+    """
+    with torch_threads(1):
+        return _train_run(config, checkpoint, checkpoint_every, progress)
+
+
+@dataclass
+class _TrainingState:
+    """Everything a run carries from step to step, and what a checkpoint saves."""
+
+    model: DecoderOnlyLM
+    optimizer: torch.optim.Optimizer
+    data: torch.Generator  # draws every training batch
+    step: int = 0
+    losses: list[float] = field(default_factory=list)
+    tokens_seen: int = 0
+
+
+def _train_run(
+    config: RunConfig, checkpoint: Path | None, checkpoint_every: int, progress: bool
+) -> tuple[DecoderOnlyLM, dict[str, Any]]:
+    """Start (or resume), train, evaluate, record: the four parts below, in order."""
+    t0 = time.perf_counter()
+    state = _start(config, checkpoint)
+    resumed_from = state.step
+    t_train = time.perf_counter()
+    _train_steps(config, state, checkpoint, checkpoint_every, progress)
+    train_time = time.perf_counter() - t_train
+    t_eval = time.perf_counter()
+    em = exact_match_by_length(
+        state.model,
+        config.make_task(),
+        config.make_task().sizes(1, config.eval_max_len),
+        config.eval_per_length,
+        config.eval_seed,
+    )
+    timings = {"wall_time_s": None, "train_time_s": train_time, "eval_time_s": time.perf_counter() - t_eval}
+    record = _record(config, state, em, resumed_from, timings)
+    record["wall_time_s"] = time.perf_counter() - t0
+    return state.model, record
+
+
+def _start(config: RunConfig, checkpoint: Path | None) -> _TrainingState:
+    """A fresh model, optimizer and data stream from the run's seed; or, if `checkpoint` exists,
+    the state it saved (refused if it belongs to another config)."""
+    torch.manual_seed(config.seed)
+    model = make_model(config)
+    state = _TrainingState(model, make_optimizer(model, config), torch.Generator().manual_seed(config.seed))
+    if checkpoint is not None and checkpoint.exists():
+        saved = torch.load(checkpoint, weights_only=False)
+        if saved["config_hash"] != config.hash:
+            raise ValueError(
+                f"checkpoint {checkpoint} belongs to another config ({saved['config_hash']} != {config.hash})"
+            )
+        model.load_state_dict(saved["model"])
+        state.optimizer.load_state_dict(saved["optimizer"])
+        state.data.set_state(saved["data_rng"])
+        state.step, state.losses, state.tokens_seen = saved["step"], saved["losses"], saved["tokens_seen"]
+    return state
+
+
+def _train_steps(
+    config: RunConfig, state: _TrainingState, checkpoint: Path | None, checkpoint_every: int, progress: bool
+) -> None:
+    """From state.step to config.steps: draw a batch, step the optimizer, checkpoint now and then."""
+    task, model, opt = config.make_task(), state.model, state.optimizer
+    model.train()
+    for step in _progress(range(state.step, config.steps), config.steps - state.step, config.name, progress):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, config)
+        batch = training_batch(task, config, state.data, packed=config.packed)
+        loss = batch_loss(model, batch)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"run {config.name} ({config.hash}): loss became {loss.item()} at step {step}")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        opt.step()
+        state.losses.append(loss.item())
+        state.tokens_seen += int((batch.segments >= 0).sum())
+        state.step = step + 1
+        if checkpoint is not None and state.step % checkpoint_every == 0 and state.step < config.steps:
+            _save_checkpoint(config, state, checkpoint)
+
+
+def _save_checkpoint(config: RunConfig, state: _TrainingState, path: Path) -> None:
+    saved = dict(
+        config_hash=config.hash,
+        model=state.model.state_dict(),
+        optimizer=state.optimizer.state_dict(),
+        data_rng=state.data.get_state(),
+        losses=state.losses,
+        tokens_seen=state.tokens_seen,
+        step=state.step,
+    )
+    _atomic_write(path, lambda p: torch.save(saved, p))
+
+
+def _record(
+    config: RunConfig, state: _TrainingState, em: dict[int, float], resumed_from: int, timings: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's JSON record: config and hash, versions, loss curve, exact match, timings."""
+    every = max(1, config.steps // 100)
+    losses, train_time = state.losses, timings["train_time_s"]
+    in_dist = [em[n] for n in config.make_task().sizes(config.train_min_len, config.train_max_len)]
+    return {
+        "name": config.name,
+        "config": config.to_dict(),
+        "config_hash": config.hash,
+        "training_revision": TRAINING_REVISION,
+        "versions": library_versions(),
+        "n_parameters": state.model.num_parameters(),
+        "resumed_from_step": resumed_from,
+        "loss_curve": {
+            "every": every,
+            "mean_loss": [float(np.mean(losses[i : i + every])) for i in range(0, len(losses), every)],
+        },
+        "exact_match": {str(n): v for n, v in em.items()},
+        "in_distribution_mean": float(np.mean(in_dist)),
+        "untrained_baseline": config.steps == 0,  # 0 steps: the model as initialised, evaluated
+        **timings,
+        "steps_per_s": (config.steps - resumed_from) / train_time if train_time > 0 else float("nan"),
+        "train_tokens_per_s": state.tokens_seen / max(train_time, 1e-9) if resumed_from == 0 else None,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def training_lengths(cfg: RunConfig, generator: torch.Generator) -> list[int]:
+    """The sizes of one training batch: batch_size draws, uniform in [train_min_len, train_max_len]
+    unless the task weighs its sizes (`Task.size_weights`)."""
+    task = cfg.make_task()
+    sizes = task.sizes(cfg.train_min_len, cfg.train_max_len)
+    weights = task.size_weights(sizes)
+    if weights is None:
+        return torch.randint(cfg.train_min_len, cfg.train_max_len + 1, (cfg.batch_size,), generator=generator).tolist()
+    draws = torch.multinomial(weights.double(), cfg.batch_size, replacement=True, generator=generator)
+    return [sizes[i] for i in draws.tolist()]
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. The sweep: resumable, parallel, any concurrent.futures executor (notebook 03)
+# ---------------------------------------------------------------------------------------------
+
+
+def grid(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(5),
+    **overrides: Any,
+) -> list[RunConfig]:
+    """Every (task, encoding, seed) combination, seed-major (a partial grid has whole seeds first).
+    `encodings` defaults to every registered encoding."""
+    encodings = encoding_names() if encodings is None else encodings
+    return [make_run(t, e, s, **dict(overrides)) for s in seeds for t in tasks for e in encodings]
+
+
+# Named sets of runs for the command line (`sweep --grid NAME`), each with its results folder under
+# results/: the study's grid here, and each chapter's own sets where its code is (the ablations and
+# interventions are kept apart from the main grid).
+GRIDS: dict[str, tuple[Callable[[], list[RunConfig]], str]] = {"main": (lambda: grid(), ".")}
+
+
+def record_path(results_dir: Path, cfg: RunConfig) -> Path:
+    return Path(results_dir) / "runs" / f"{cfg.name}-{cfg.hash}.json"
+
+
+def weights_path(results_dir: Path, cfg: RunConfig) -> Path:
+    return Path(results_dir) / "weights" / f"{cfg.name}-{cfg.hash}.pt"
+
+
+def checkpoint_path(results_dir: Path, cfg: RunConfig) -> Path:
+    return Path(results_dir) / "checkpoints" / f"{cfg.name}-{cfg.hash}.pt"
+
+
+class CorruptRecord(ValueError):
+    pass
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A run record, checked for completeness; raises CorruptRecord naming the file and the fault."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptRecord(f"{path}: not valid JSON ({e})") from None
+    missing = [k for k in ("config", "config_hash", "exact_match", "loss_curve") if k not in rec]
+    if missing:
+        raise CorruptRecord(f"{path}: incomplete record, missing {', '.join(missing)}")
+    try:
+        cfg_hash = config_hash(RunConfig.from_dict(rec["config"]).to_dict(), rec.get("training_revision", 1))
+    except (TypeError, ValueError) as e:
+        raise CorruptRecord(f"{path}: its config is not a valid RunConfig ({e})") from None
+    if cfg_hash != rec["config_hash"]:
+        raise CorruptRecord(f"{path}: config does not match its hash {rec['config_hash']}")
+    return rec
+
+
+def extension_classes(configs: Sequence[RunConfig]) -> bytes | None:
+    """The encoding and task classes that `configs` use and this module does not define, pickled
+    for worker processes, or None. A worker started by spawn or forkserver (macOS's default,
+    Python 3.14's, Dask's) imports this module afresh and knows only its own classes; a class from
+    a notebook cell or a script's __main__ cannot be imported there, so it travels by value
+    (cloudpickle), and one from an importable module by reference."""
+    classes = {ENCODINGS[c.encoding] for c in configs} | {TASKS[c.task] for c in configs}
+    extra = sorted((c for c in classes if c.__module__ != __name__), key=lambda c: c.__qualname__)
+    if not extra:
+        return None
+    import cloudpickle
+
+    return cloudpickle.dumps(extra)
+
+
+def register_extensions(payload: bytes | None) -> None:
+    """In a worker: register the classes `extension_classes` sent (where a name is already taken by
+    the same class, nothing changes)."""
+    if payload is None:
+        return
+    import pickle
+
+    for cls in pickle.loads(payload):
+        (register_encoding if issubclass(cls, PositionalEncoding) else register_task)(cls)
+
+
+def run_and_save(
+    config: RunConfig | dict,
+    results_dir: str | Path,
+    save_weights: bool = True,
+    progress: bool = False,
+    extensions: bytes | None = None,
+) -> dict[str, Any]:
+    """Train one run (resuming from its checkpoint), then write weights and record atomically.
+
+    The sweep's unit of work; top level so any executor can pickle it. The weights (about 0.6 MB
+    a run) are kept so that notebook 05 can inspect every seed's model without retraining.
+    `extensions` registers user-defined classes first (`extension_classes`).
+    """
+    register_extensions(extensions)
+    cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
+    results_dir = Path(results_dir)
+    ckpt = checkpoint_path(results_dir, cfg)
+    model, record = train_run(cfg, checkpoint=ckpt, progress=progress)
+    if save_weights:
+        _atomic_write(weights_path(results_dir, cfg), lambda p: torch.save(model.state_dict(), p))
+    _atomic_json(record_path(results_dir, cfg), record)
+    ckpt.unlink(missing_ok=True)
+    return record
+
+
+IN_CI = bool(os.environ.get("CI"))  # continuous integration reads committed results, never trains
+
+
+def sweep(
+    configs: Sequence[RunConfig],
+    results_dir: str | Path = RESULTS_DIR,
+    executor: Executor | None = None,
+    max_workers: int | None = None,
+    progress: bool = True,
+    train: bool = True,
+) -> list[dict[str, Any]]:
+    """Run what `results_dir` lacks; return every config's record, in the order given.
+    With train=False, missing runs are an error that names them instead.
+
+    Done runs are found by config hash, so a changed setting never gets a stale record. A corrupt
+    record is reported by name, kept beside as `.corrupt`, and its run re-done. A run that was
+    killed resumes from its last checkpoint. By default one process per core, one thread each;
+    pass any concurrent.futures-style executor (e.g. a Dask client's) to run elsewhere.
+    """
+    results_dir = Path(results_dir)
+    t0, started = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
+    records: dict[str, dict] = {}
+    todo: list[RunConfig] = []
+    for cfg in configs:
+        path = record_path(results_dir, cfg)
+        if path.exists():
+            try:
+                records[cfg.hash] = read_record(path)
+                continue
+            except CorruptRecord as e:
+                keep = path.with_suffix(f".corrupt-{int(time.time())}")
+                print(f"sweep: {e}; moved to {keep.name} and re-running {cfg.name}", file=sys.stderr)
+                path.rename(keep)
+        todo.append(cfg)
+    if todo and not train:
+        raise FileNotFoundError(
+            f"{len(todo)} runs have no record in {results_dir} and training is off: "
+            f"{', '.join(c.name for c in todo[:5])}{' ...' if len(todo) > 5 else ''}"
+        )
+    if todo:
+        own = executor is None
+        workers = min(max_workers or os.cpu_count() or 1, len(todo)) if own else None
+        if own:
+            executor = ProcessPoolExecutor(max_workers=workers)  # train_run uses one thread
+        try:
+            extensions = extension_classes(todo)
+            futures = {
+                executor.submit(run_and_save, cfg.to_dict(), str(results_dir), True, False, extensions): cfg
+                for cfg in todo
+            }
+            for fut in _progress(as_completed(futures), len(futures), "sweep", progress):
+                cfg = futures[fut]
+                records[cfg.hash] = fut.result()
+        finally:
+            if own:
+                executor.shutdown(cancel_futures=True)
+        log = {
+            "started": started,
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "runs": len(configs),
+            "tasks": sorted({c.task for c in configs}),
+            "steps": sorted({c.steps for c in configs}),
+            "trained": len(todo),
+            "workers": workers,
+            "executor": None if own else type(executor).__name__,
+            "cpus": os.cpu_count(),
+            "training_revision": TRAINING_REVISION,
+        }
+        with open(results_dir / "sweeps.jsonl", "a") as f:  # one line per sweep that trained: its wall time
+            f.write(json.dumps(log) + "\n")
+    return [records[cfg.hash] for cfg in configs]
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. Verification against PyTorch, and pictures (notebooks 01 and 02)
+# ---------------------------------------------------------------------------------------------
+
+
+# The original encoder-decoder Transformer, built from the same blocks, and loaders that copy
+# PyTorch's own modules' weights into ours, so that outputs can be compared; then the checks
+# notebook 02 prints (and the tests assert), and notebook 01's pictures.
+
+
+class Seq2SeqTransformer(nn.Module):
+    """The original encoder-decoder Transformer (Vaswani et al. 2017) from the same blocks.
+
+    Sinusoidal positions added to sqrt(d)-scaled embeddings; the encoder sees all of the source
+    (minus padding), the decoder is causal and cross-attends to the encoder's output. Like
+    torch.nn.Transformer, both stacks end in a LayerNorm.
+    """
+
+    def __init__(
+        self,
+        src_vocab: int,
+        tgt_vocab: int,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 3,
+        d_ff: int = 256,
+        pre_norm: bool = False,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        self.d_model = d_model
+        self.src_emb = nn.Embedding(src_vocab, d_model)
+        self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
+        self.encoder = nn.ModuleList(Block(d_model, n_heads, d_ff, pre_norm, dropout) for _ in range(n_layers))
+        self.decoder = nn.ModuleList(
+            Block(d_model, n_heads, d_ff, pre_norm, dropout, cross=True) for _ in range(n_layers)
+        )
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.generator = nn.Linear(d_model, tgt_vocab)
+        self.drop = nn.Dropout(dropout)
+
+    def _embed(self, emb: nn.Embedding, tokens: Tensor) -> Tensor:
+        x = emb(tokens) * math.sqrt(self.d_model)
+        return self.drop(x + sinusoidal_table(torch.arange(tokens.shape[1], device=tokens.device), self.d_model))
+
+    def encode(self, src: Tensor) -> Tensor:
+        x, mask = self._embed(self.src_emb, src), padding_mask(src)
+        for block in self.encoder:
+            x, _ = block(x, mask=mask)
+        return self.encoder_norm(x)
+
+    def decode(self, tgt: Tensor, memory: Tensor, src: Tensor) -> Tensor:
+        x = self._embed(self.tgt_emb, tgt)
+        mask = causal_mask(tgt.shape[1], device=tgt.device)
+        for block in self.decoder:
+            x, _ = block(x, memory=memory, memory_mask=padding_mask(src), mask=mask)
+        return self.decoder_norm(x)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        return self.generator(self.decode(tgt, self.encode(src), src))
+
+    @torch.no_grad()
+    def greedy_decode(self, src: Tensor, max_len: int, bos: int = BOS, eos: int = EOS) -> Tensor:
+        memory = self.encode(src)
+        out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+        for _ in range(max_len):
+            nxt = self.generator(self.decode(out, memory, src)[:, -1]).argmax(-1, keepdim=True)
+            out = torch.cat([out, nxt], dim=1)
+            if bool((out == eos).any(dim=1).all()):
+                break
+        return out
+
+
+# PyTorch's own modules serve as references: copy their weights into ours, compare outputs.
+
+
+def load_mha_weights(ours: MultiHeadAttention, ref: nn.MultiheadAttention) -> None:
+    """Copy torch.nn.MultiheadAttention's weights into ours (same stacked q, k, v layout)."""
+    with torch.no_grad():
+        ours.in_proj.weight.copy_(ref.in_proj_weight)
+        ours.in_proj.bias.copy_(ref.in_proj_bias)
+        ours.out_proj.weight.copy_(ref.out_proj.weight)
+        ours.out_proj.bias.copy_(ref.out_proj.bias)
+
+
+def _load_block(ours: Block, ref: nn.Module) -> None:
+    load_mha_weights(ours.self_attn, ref.self_attn)
+    norms = [(ours.norm1, ref.norm1), (ours.norm2, ref.norm2)]
+    if ours.cross_attn is not None:  # decoder layer: norm1 self, norm2 cross, norm3 feed-forward
+        load_mha_weights(ours.cross_attn, ref.multihead_attn)
+        norms = [(ours.norm1, ref.norm1), (ours.norm_cross, ref.norm2), (ours.norm2, ref.norm3)]
+    with torch.no_grad():
+        for mine, theirs in norms + [(ours.ffn[0], ref.linear1), (ours.ffn[3], ref.linear2)]:
+            mine.weight.copy_(theirs.weight)
+            mine.bias.copy_(theirs.bias)
+
+
+def load_torch_transformer_weights(ours: Seq2SeqTransformer, ref: nn.Transformer) -> None:
+    """Copy every weight of torch.nn.Transformer (batch_first, ReLU) into our encoder-decoder."""
+    for mine, theirs in zip(ours.encoder, ref.encoder.layers):
+        _load_block(mine, theirs)
+    for mine, theirs in zip(ours.decoder, ref.decoder.layers):
+        _load_block(mine, theirs)
+    with torch.no_grad():
+        for mine, theirs in [(ours.encoder_norm, ref.encoder.norm), (ours.decoder_norm, ref.decoder.norm)]:
+            mine.weight.copy_(theirs.weight)
+            mine.bias.copy_(theirs.bias)
+
+
+@torch.no_grad()
+def torch_transformer_reference(ours: Seq2SeqTransformer, ref: nn.Transformer, src: Tensor, tgt: Tensor) -> Tensor:
+    """torch.nn.Transformer's decoder output on our embeddings of (src, tgt), to compare with ours.decode."""
+    src_pad = src == PAD
+    return ref(
+        ours._embed(ours.src_emb, src),
+        ours._embed(ours.tgt_emb, tgt),
+        tgt_mask=~causal_mask(tgt.shape[1]),
+        src_key_padding_mask=src_pad,
+        memory_key_padding_mask=src_pad,
+    )
+
+
+@dataclass
+class Check:
+    """A numerical check: its largest absolute difference against a reference, and a tolerance."""
+
+    name: str
+    max_abs_diff: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_diff <= self.tolerance
+
+    def row(self) -> dict[str, str]:
+        """What is checked and its verdict, the same on every CPU: the tolerance and pass/FAIL.
+        The difference itself is left out; its last bits depend on which kernels the CPU runs
+        (AVX2, AVX-512, ...), so printing it would make the notebook's output machine-dependent."""
+        tol = "exact" if self.tolerance == 0 else f"max |diff| <= {self.tolerance:.0e}"
+        return {"check": self.name, "tolerance": tol, "result": "pass" if self.passed else "FAIL"}
+
+
+def checks_table(checks: Sequence[Check]):
+    return pd.DataFrame([c.row() for c in checks]).set_index("check")
+
+
+def _maxdiff(a: Tensor, b: Tensor) -> float:
+    return float((a - b).detach().abs().max())
+
+
+def check_attention_vs_torch(seed: int = 0) -> list[Check]:
+    """Our written-out attention against F.scaled_dot_product_attention, four ways."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 4, 7, 16, generator=g) for _ in range(3))
+    pad = padding_mask(torch.tensor([[5] * 7, [5] * 4 + [PAD] * 3]))
+    bias = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(7), torch.arange(7))
+    cases = {
+        "no mask": (None, None),
+        "causal mask": (causal_mask(7), None),
+        "padding mask": (pad, None),
+        "causal mask + ALiBi bias": (causal_mask(7), bias),
+    }
+    out = []
+    for name, (mask, b) in cases.items():
+        ours, _ = scaled_dot_product_attention(q, k, v, mask, b)
+        attn_mask = mask if b is None else b.masked_fill(~mask, float("-inf"))
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        out.append(Check(f"attention vs F.scaled_dot_product_attention, {name}", _maxdiff(ours, ref), 1e-5))
+    return out
+
+
+def check_mha_vs_torch(seed: int = 0) -> list[Check]:
+    """Our multi-head attention against nn.MultiheadAttention with the same weights."""
+    torch.manual_seed(seed)
+    ref, ours = nn.MultiheadAttention(64, 4, batch_first=True).eval(), MultiHeadAttention(64, 4).eval()
+    load_mha_weights(ours, ref)
+    x, mem, mask = torch.randn(3, 10, 64), torch.randn(3, 12, 64), causal_mask(10)
+    r, rw = ref(x, x, x, attn_mask=~mask, average_attn_weights=False)
+    o, ow = ours(x, mask=mask, need_weights=True)
+    rc, _ = ref(x, mem, mem)
+    oc, _ = ours(x, memory=mem)
+    return [
+        Check("multi-head attention vs nn.MultiheadAttention, causal: output", _maxdiff(o, r), 1e-5),
+        Check("multi-head attention vs nn.MultiheadAttention, causal: weights", _maxdiff(ow, rw), 1e-5),
+        Check("multi-head cross-attention vs nn.MultiheadAttention", _maxdiff(oc, rc), 1e-5),
+    ]
+
+
+def check_seq2seq_vs_torch(pre_norm: bool, seed: int = 0) -> Check:
+    """Our encoder-decoder against nn.Transformer with every weight copied across."""
+    torch.manual_seed(seed)
+    ours = Seq2SeqTransformer(VOCAB_SIZE, VOCAB_SIZE, pre_norm=pre_norm).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref = nn.Transformer(64, 4, 3, 3, 256, dropout=0.0, batch_first=True, norm_first=pre_norm).eval()
+    load_torch_transformer_weights(ours, ref)
+    src, tgt = torch.randint(N_SPECIAL, VOCAB_SIZE, (4, 11)), torch.randint(N_SPECIAL, VOCAB_SIZE, (4, 9))
+    src[1, 7:] = PAD
+    with warnings.catch_warnings():  # PyTorch's notes on its nested-tensor fast path
+        warnings.simplefilter("ignore", UserWarning)
+        diff = _maxdiff(ours.decode(tgt, ours.encode(src), src), torch_transformer_reference(ours, ref, src, tgt))
+    return Check(f"encoder-decoder vs nn.Transformer ({'pre' if pre_norm else 'post'}-LN)", diff, 1e-4)
+
+
+@torch.no_grad()
+def check_masks() -> list[Check]:
+    """The causal mask against PyTorch's, and padding: no attention weight lands on a PAD key."""
+    ref = ~torch.isinf(nn.Transformer.generate_square_subsequent_mask(12))
+    m = DecoderOnlyLM(ModelConfig())
+    model_weights = m(torch.randint(N_SPECIAL, VOCAB_SIZE, (2, 12)), return_internals=True)[1].attentions
+    above_diagonal = max(float(w.triu(1).abs().max()) for w in model_weights)
+    src = torch.tensor([[5, 6, 7, PAD, PAD]])
+    _, w = MultiHeadAttention(64, 4)(torch.randn(1, 5, 64), mask=padding_mask(src), need_weights=True)
+    return [
+        Check(
+            "causal mask vs nn.Transformer.generate_square_subsequent_mask", float((causal_mask(12) != ref).sum()), 0.0
+        ),
+        Check("decoder attention weight above the diagonal (every layer)", above_diagonal, 0.0),
+        Check("attention weight on PAD keys under the padding mask", float(w[..., 3:].abs().max()), 0.0),
+    ]
+
+
+@torch.no_grad()
+def perturb_weights(model: nn.Module, scale: float = 0.1) -> nn.Module:
+    """Every weight moved off its initial value by `scale` x N(0, 1) noise (torch's global
+    generator), so that biases and position tables matter in a check; returns the model."""
+    for p in model.parameters():
+        p.add_(scale * torch.randn_like(p))
+    return model
+
+
+def check_cache(
+    encoding: str, batch: int = 8, prompt_len: int = 16, new_tokens: int = 32, seed: int = 0, kind: str = "auto"
+) -> Check:
+    """Cached (`kind` as in `new_cache`) against uncached greedy generation: tokens must be
+    identical, logits within 1e-5."""
+    torch.manual_seed(seed)
+    m = perturb_weights(DecoderOnlyLM(ModelConfig(encoding=encoding)).eval())
+    prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (batch, prompt_len))
+    a, la = m.generate(prompt, new_tokens, use_cache=True, return_logits=True, cache_kind=kind)
+    b, lb = m.generate(prompt, new_tokens, use_cache=False, return_logits=True)
+    diff = _maxdiff(la, lb) if torch.equal(a, b) else float("inf")
+    cache = new_cache(m, batch, 1, kind).kind  # what "auto" chose
+    return Check(f"{cache} cache vs uncached generation, {encoding} (tokens identical; logits)", diff, 1e-5)
+
+
+def check_exact_match(
+    model: DecoderOnlyLM, model_name: str, task: str = "reverse", lengths: Sequence[int] = (4, 6, 8, 12), n: int = 128
+) -> tuple[Check, int]:
+    """Teacher-forced exact match against step-by-step greedy decoding, row by row.
+    Returns the check and how many rows were exactly right (of len(lengths) * n)."""
+    disagree, right = 0, 0
+    for length in lengths:
+        batch = single_length_batch(get_task(task), length, n, eval_generator(task, length, 99))
+        fast, slow = exact_match_rows(model, batch), greedy_exact_match(model, batch)
+        disagree += int((fast != slow).sum())
+        right += int(fast.sum())
+    return Check(
+        f"teacher-forced exact match vs greedy decoding, {model_name} (rows that differ)", float(disagree), 0.0
+    ), right
+
+
+def parameter_counts():
+    """Trainable weights of the study's model under each encoding (a pandas table)."""
+    rows = []
+    for enc in encoding_names():
+        m = DecoderOnlyLM(ModelConfig(encoding=enc))
+        rows.append(
+            {
+                "encoding": enc,
+                "parameters": m.num_parameters(),
+                "of which positional": sum(p.numel() for p in m.pos.parameters()),
+            }
+        )
+    return pd.DataFrame(rows).set_index("encoding")
+
+
+def plot_encodings(path: Path | None = None):
+    """One picture per encoding family: sinusoidal table, RoPE, ALiBi bias, T5 buckets."""
+    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
+    im = ax[0, 0].imshow(sinusoidal_table(torch.arange(99), 64).T, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
+    ax[0, 0].set(title="Sinusoidal: table added to the embeddings", xlabel="position", ylabel="dimension")
+    fig.colorbar(im, ax=ax[0, 0], label="value")
+    q = torch.ones(1, 1, 1, 16)
+    distance = torch.arange(0, 99)
+    for frac, style in [(1.0, "-"), (0.25, "--")]:
+        rot = Rotary(ModelConfig(encoding="rope", rope_fraction=frac))
+        scores = [
+            (rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16
+            for d in distance
+        ]
+        ax[0, 1].plot(distance, scores, style, label=f"rotate {frac:.0%} of dims")
+    ax[0, 1].set(
+        title="RoPE: score of q = k = 1 against distance",
+        xlabel="query - key distance",
+        ylabel="q.k / dh after rotation",
+    )
+    ax[0, 1].legend()
+    alibi = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(20), torch.arange(20))[0]
+    masked = alibi.masked_fill(~causal_mask(20), float("nan"))
+    im = ax[1, 0].imshow(masked[0], cmap="viridis")
+    ax[1, 0].set(
+        title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
+        xlabel="key position",
+        ylabel="query position",
+    )
+    fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
+    d = torch.arange(0, 200)
+    ax[1, 1].plot(d, t5_bucket(d), label="32 buckets, max distance 128")
+    ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
+    ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
+    ax[1, 1].set(
+        title="T5: distance -> bucket (a learned bias per bucket, head)", xlabel="query - key distance", ylabel="bucket"
+    )
+    ax[1, 1].legend()
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. Analysis: records -> tables, figures, rankings with their uncertainty (notebooks 03 and 04)
+# ---------------------------------------------------------------------------------------------
+
+
+PUBLISHED_DIR = RESULTS_DIR / "published"
+
+
+def load_grid(
+    configs: Sequence[RunConfig] | None = None, results_dir: str | Path = RESULTS_DIR
+) -> list[dict[str, Any]]:
+    """The records of `configs` (default: the study's grid); names what is missing or corrupt."""
+    configs = grid() if configs is None else configs
+    missing = [c.name for c in configs if not record_path(Path(results_dir), c).exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing)} of {len(configs)} runs have no record in {results_dir} (e.g. {', '.join(missing[:3])}); "
+            "run `make study` or `python -m lengen_helpers sweep` to train them"
+        )
+    return [read_record(record_path(Path(results_dir), c)) for c in configs]
+
+
+def load_available(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR):
+    """(the records of `configs` that exist, the names of those that do not): for a report on a
+    grid still being trained."""
+    have = [c for c in configs if record_path(Path(results_dir), c).exists()]
+    return [read_record(record_path(Path(results_dir), c)) for c in have], [c.name for c in configs if c not in have]
+
+
+def learned_in_distribution(df, bar: float = 0.9):
+    """Per task: the best encoding's mean exact match (over seeds) at the training sizes, and whether
+    it reaches `bar` (the study's test of whether a task is learned at all)."""
+    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
+    best = df[df["n"] <= top].groupby(["task", "encoding"])["exact_match"].mean().groupby(level="task").max()
+    return pd.DataFrame({"best in-distribution exact match (%)": (100 * best).round(1), "learned": best >= bar})
+
+
+def exact_match_frame(records: Sequence[dict[str, Any]]):
+    """Long table: one row per (task, encoding, seed, n) with exact match in [0, 1]."""
+    rows = [
+        {
+            "task": get_task(r["config"]["task"], r["config"].get("task_options")).key,  # with its format
+            "encoding": r["config"]["model"]["encoding"],
+            "seed": r["config"]["seed"],
+            "n": int(n),
+            "exact_match": v,
+        }
+        for r in records
+        for n, v in r["exact_match"].items()
+    ]
+    order = {e: i for i, e in enumerate(ENCODINGS)}  # registry order: nope, sinusoidal, learned, ...
+    df = pd.DataFrame(rows, columns=["task", "encoding", "seed", "n", "exact_match"])  # columns even when empty
+    df = df.astype({"seed": "int64", "n": "int64", "exact_match": "float64"})
+    return df.sort_values(
+        ["task", "encoding", "seed", "n"], key=lambda c: c.map(order) if c.name == "encoding" else c, ignore_index=True
+    )
+
+
+def longest_at_least(em_by_n: dict[int, float], threshold: float = 0.9) -> int:
+    """The largest n such that every length 1..n scores at least `threshold` (0 if n = 1 fails)."""
+    longest = 0
+    for n in sorted(em_by_n):
+        if em_by_n[n] < threshold:
+            break
+        longest = n
+    return longest
+
+
+def per_run_metrics(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
+    """One row per run: mean exact match over n = 1..train_max, at each length in `at`, and the
+    longest n whose every shorter length is at least 90% (all in %, lengths in tokens)."""
+    rows = []
+    for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"], sort=False):
+        em = dict(zip(g["n"], g["exact_match"]))
+        row = {
+            "task": task,
+            "encoding": enc,
+            "seed": seed,
+            f"n = 1-{train_max}": 100 * float(np.mean([em[n] for n in range(1, train_max + 1)])),
+        }
+        row.update({f"n = {n}": 100 * em[n] for n in at})
+        row["longest n >= 90%"] = longest_at_least(em)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
+    """The seed write-up's table: mean ± population std over seeds, per task and encoding."""
+    runs = per_run_metrics(df, train_max, at)
+    cols = [c for c in runs.columns if c not in ("task", "encoding", "seed")]
+    out = []
+    for (task, enc), g in runs.groupby(["task", "encoding"], sort=False):
+        row = {"task": task, "encoding": label(enc), "seeds": len(g)}
+        for c in cols:
+            row[c] = f"{g[c].mean():.1f} ± {g[c].std(ddof=0):.1f}"
+        out.append(row)
+    return pd.DataFrame(out).set_index(["task", "encoding"])
+
+
+def plot_by_length(
+    table,
+    value: str,
+    ylabel: str,
+    title: str,
+    path: Path | None = None,
+    train_max: int | dict[str, int] = 16,
+    scale: float = 1.0,
+    band: bool = True,
+    line_label: Callable[[str], str] | None = None,
+    ylim: tuple[float, float] | None = None,
+    colors: dict[str, str] | None = None,
+    styles: dict[str, str] | None = None,
+    xlabel: str = "input length n (symbols)",
+):
+    """One panel per task (three to a row), one line per encoding against n: the mean over seeds
+    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked
+    (`train_max`: one for every panel, or one per task)."""
+    tasks = list(dict.fromkeys(table["task"]))
+    cols = min(3, len(tasks))
+    rows = math.ceil(len(tasks) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), sharey=True, squeeze=False)
+    for ax in axes.flat[len(tasks) :]:
+        ax.remove()
+    for ax, task in zip(axes.flat, tasks):
+        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
+            stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
+            name = line_label(enc) if line_label else f"{label(enc)} ({g['seed'].nunique()} seeds)"
+            ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
+            color = (colors or {}).get(enc) or encoding_color(enc)
+            ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
+            if band:
+                ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
+        top = train_max[task] if isinstance(train_max, dict) else train_max
+        ax.axvline(top, color="black", ls=":", lw=1, label=f"longest training n = {top}")
+        ax.set(title=f"{task}: {title}", xlabel=xlabel, ylabel=ylabel)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16):
+    """Exact match against n (mean over seeds; band = min to max)."""
+    return plot_by_length(
+        df,
+        "exact_match",
+        "exact match (%, band = min-max over seeds)",
+        "exact match against length",
+        path,
+        train_max,
+        scale=100.0,
+        ylim=(-2, 102),
+    )
+
+
+def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
+    """Training loss against step, one panel per task, mean over seeds per encoding (log scale)."""
+    tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        by_enc: dict[str, list] = {}
+        for r in records:
+            if r["config"]["task"] == task:
+                by_enc.setdefault(r["config"]["model"]["encoding"], []).append(r["loss_curve"])
+        for enc, curves in by_enc.items():
+            every = curves[0]["every"]
+            mean = np.mean([c["mean_loss"] for c in curves], axis=0)
+            ax.plot(
+                np.arange(len(mean)) * every + every,
+                mean,
+                color=encoding_color(enc),
+                label=f"{label(enc)} ({len(curves)} seeds)",
+            )
+        ax.set(title=f"{task}: training loss", xlabel="step", ylabel="cross-entropy on targets (nats)", yscale="log")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def ood_rows(df, test_lengths: Sequence[int] | None = range(17, 33)):
+    """The rows of `df` at the test lengths: `test_lengths` for every task, or with None each
+    task's own, L+1 to 2L for its training length L (17-32 for copy and reverse, 9-16 for the
+    paper's other tasks)."""
+    if test_lengths is not None:
+        return df[df["n"].isin(list(test_lengths))]
+    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
+    return df[(df["n"] > top) & (df["n"] <= 2 * top)]
+
+
+def reciprocal_ranks(df, test_lengths: Sequence[int] | None = range(17, 33)):
+    """One row per (task, seed) column, one column per encoding: 1 / rank of the encoding's mean
+    exact match over the test lengths in that column (1 = best; ties share the average rank).
+    A column that lacks an encoding (a grid still being trained) is left out: it cannot rank them all."""
+    acc = ood_rows(df, test_lengths).groupby(["task", "seed", "encoding"])["exact_match"].mean().unstack("encoding")
+    acc = acc.dropna()
+    return 1.0 / acc.rank(axis=1, ascending=False, method="average")
+
+
+def mean_reciprocal_rank(df, test_lengths: Sequence[int] | None = range(17, 33)):
+    """The paper's aggregate: each encoding's reciprocal rank averaged over the (task, seed) columns."""
+    return reciprocal_ranks(df, test_lengths).mean().sort_values(ascending=False).rename("mean reciprocal rank")
+
+
+# Uncertainty: the seeds are a sample, so every ranking is resampled. A bootstrap draws the units
+# (seeds, or (task, seed) columns) with replacement and recomputes the statistic; a claim that
+# "A ranks above B" is stated as a finding only if it holds in at least 90% of the resamples.
+CLAIM_THRESHOLD = 0.9
+
+
+def bootstrap_means(units, n_boot: int = 10000, seed: int = 0) -> np.ndarray:
+    """(n_boot, columns): column means of `units` (rows = resampling units) over resampled rows."""
+    values = np.asarray(units, dtype=float)
+    draws = np.random.default_rng(seed).integers(0, len(values), size=(n_boot, len(values)))
+    return values[draws].mean(axis=1)
+
+
+def mrr_units(df, unit: str, test_lengths: Sequence[int] | None = range(17, 33)):
+    """The rows a bootstrap of the mean reciprocal rank resamples: unit="column", one row per
+    (task, seed) column; unit="seed", one row per seed (its columns on every task, averaged)."""
+    rr = reciprocal_ranks(df, test_lengths)
+    if unit == "column":
+        return rr
+    if unit == "seed":
+        return rr.groupby(level="seed").mean()
+    raise _unknown("bootstrap unit", unit, ["column", "seed"])
+
+
+def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: bool = True):
+    """P(row's statistic is better than column's) over the resamples; ties count half."""
+    b = boot if higher_is_better else -boot
+    p = (b[:, :, None] > b[:, None, :]).mean(0) + 0.5 * (b[:, :, None] == b[:, None, :]).mean(0)
+    np.fill_diagonal(p, np.nan)
+    return pd.DataFrame(p, index=list(names), columns=list(names))
+
+
+def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):
+    """Per column of `units`: the mean, its 95% bootstrap interval, and how often it is the best."""
+    boot = bootstrap_means(units, n_boot, seed)
+    best = (boot if higher_is_better else -boot).argmax(axis=1)
+    out = pd.DataFrame(
+        {
+            "mean": np.asarray(units, dtype=float).mean(0),
+            "95% low": np.percentile(boot, 2.5, axis=0),
+            "95% high": np.percentile(boot, 97.5, axis=0),
+            "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot),
+        },
+        index=list(units.columns),
+    )
+    return out.sort_values("mean", ascending=not higher_is_better)
+
+
+def ranking_claims(
+    units_by_scheme: dict[str, Any],
+    n_boot: int = 10000,
+    seed: int = 0,
+    higher_is_better: bool = True,
+    threshold: float = CLAIM_THRESHOLD,
+) -> list[str]:
+    """Each neighbouring pair in the order of the means, with the probability under each bootstrap
+    scheme (name -> its units, same columns) that the first is ahead. "A > B" only where every
+    scheme gives at least `threshold`; else "A ~ B: not distinguishable here"."""
+    first_units = next(iter(units_by_scheme.values()))
+    names = list(first_units.columns)
+    means = np.asarray(first_units, dtype=float).mean(0)
+    order = np.argsort(-means if higher_is_better else means, kind="stable")
+    probs = {
+        k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
+        for k, u in units_by_scheme.items()
+    }
+    out = []
+    for a, b in zip(order[:-1], order[1:]):
+        first, second = label(names[a]), label(names[b])
+        shown = ", ".join(f"{k} {p[a, b]:.0%}" for k, p in probs.items())
+        sure = min(p[a, b] for p in probs.values()) >= threshold
+        out.append(
+            f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})"
+        )
+    return out
+
+
+def accuracy_units(df, task: str, test_lengths: Sequence[int] | None = range(17, 33)):
+    """One row per seed, one column per encoding: mean exact match over the test lengths on `task`
+    (the units of a per-task bootstrap)."""
+    test = ood_rows(df[df["task"] == task], test_lengths)
+    return test.groupby(["seed", "encoding"])["exact_match"].mean().unstack("encoding")
+
+
+def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope: bool = False):
+    """One row per seed, one column per encoding: mean JSD to NoPE over `lengths` on `task`."""
+    keep = (jsd["task"] == task) & jsd["n"].isin(list(lengths)) & (with_nope | (jsd["encoding"] != "nope"))
+    return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
+
+
+def plot_mrr(units, paper: dict[str, float] | None = None, title: str = "", path: Path | None = None):
+    """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
+    `mrr_units`), and the paper's figure for each encoding it reports as a marker."""
+    summary = bootstrap_summary(units)
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    x = np.arange(len(summary))
+    err = [summary["mean"] - summary["95% low"], summary["95% high"] - summary["mean"]]
+    ax.bar(
+        x,
+        summary["mean"],
+        yerr=err,
+        capsize=4,
+        color=[encoding_color(e) for e in summary.index],
+        label=f"ours ({len(units)} bootstrap units; bars: 95% interval)",
+    )
+    if paper:
+        known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
+        ax.scatter(
+            [i for i, _ in known], [v for _, v in known], color="black", marker="D", zorder=3, label="paper, ten tasks"
+        )
+    ax.set_xticks(x, [label(e) for e in summary.index])
+    ax.set(
+        title=title or "Mean reciprocal rank over (task, seed) columns",
+        ylabel="mean reciprocal rank",
+        xlabel="positional encoding",
+        ylim=(0, 1.05),
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def paper_figures(path: Path | None = None) -> dict[str, Any]:
+    """The paper's published numbers, as quoted in results/published/paper.json."""
+    return json.loads(Path(path or PUBLISHED_DIR / "paper.json").read_text())
+
+
+def paper_rankings(path: Path | None = None) -> dict[str, list[str]]:
+    """The paper's order of the encodings (best first): per task from its copy and reverse test exact
+    match, and over its ten tasks from its mean reciprocal rank."""
+    paper = paper_figures(path)
+    order = lambda d: sorted(d, key=d.get, reverse=True)  # noqa: E731
+    out = {task: order(v) for task, v in paper["ood_exact_match_mean_of_3_seeds"].items()}
+    out["ten tasks (MRR)"] = order(paper["mean_reciprocal_rank_no_scratchpad"])
+    return out
+
+
+def training_inputs(cfg: RunConfig, max_len: int) -> dict[int, set[tuple[int, ...]]]:
+    """Every input sequence of length <= max_len that a run's training draws, replayed from its
+    data seed (the batches' own order of draws: lengths, then each length's inputs, shortest first)."""
+    task, g = cfg.make_task(), torch.Generator().manual_seed(cfg.seed)
+    seen: dict[int, set[tuple[int, ...]]] = {n: set() for n in range(1, max_len + 1)}
+    for _ in range(cfg.steps):
+        for n, idx in _draw_groups(training_lengths(cfg, g)).items():
+            x, _ = task.sample(n, len(idx), g)
+            if n <= max_len:
+                seen[n].update(map(tuple, x.tolist()))
+    return seen
+
+
+def eval_training_overlap(configs: Sequence[RunConfig], max_len: int = 6):
+    """Per length n <= max_len: how many of the evaluation's sequences the runs' training also drew
+    (mean over `configs`, in %), beside how many distinct inputs of length n exist."""
+    rows = []
+    for cfg in configs:
+        seen = training_inputs(cfg, max_len)
+        for n in range(1, max_len + 1):
+            task = cfg.make_task()
+            batch = single_length_batch(task, n, cfg.eval_per_length, eval_generator(cfg.task, n, cfg.eval_seed))
+            x = batch.tokens[:, 1 : 1 + task.prompt_length(n)]
+            hits = sum(tuple(row) in seen[n] for row in x.tolist())
+            rows.append(
+                {
+                    "n": n,
+                    "distinct inputs": (task.vocab_size - N_SPECIAL) ** task.prompt_length(n),
+                    "distinct inputs drawn in training": len(seen[n]),
+                    "evaluation sequences also in training (%)": 100 * hits / len(x),
+                }
+            )
+    return pd.DataFrame(rows).groupby("n").mean()
+
+
+def learned_rows_with_gradient(cfg: RunConfig) -> list[int]:
+    """The rows of the learned position table that receive a gradient from a training batch whose
+    sequences all have the longest training length (the rows training can move at all)."""
+    model = DecoderOnlyLM(ModelConfig(**{**asdict(cfg.model), "encoding": "learned"}))
+    batch = single_length_batch(cfg.make_task(), cfg.train_max_len, 4, torch.Generator().manual_seed(0))
+    batch_loss(model, batch).backward()
+    return model.pos.table.weight.grad.abs().sum(1).nonzero().flatten().tolist()
+
+
+def in_distribution_misses(records: Sequence[dict[str, Any]], bar: float = 0.95):
+    """Runs whose mean exact match over the training lengths is below `bar`, listed, not hidden."""
+    rows = [
+        {"run": r["name"], "in-distribution exact match (%)": round(100 * r["in_distribution_mean"], 1)}
+        for r in records
+        if r["in_distribution_mean"] < bar
+    ]
+    return pd.DataFrame(rows, columns=["run", "in-distribution exact match (%)"])
+
+
+def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv"):
+    """Our means beside the seed write-up's for the encodings it shares (exact match, %)."""
+    base = pd.read_csv(path, comment="#")
+    ours = per_run_metrics(df).groupby(["task", "encoding"]).mean(numeric_only=True)
+    rows = []
+    for _, b in base.iterrows():
+        o = ours.loc[(b["task"], b["encoding"])]
+        for col, key in [("n = 1-16", "1_16"), ("n = 17", "17"), ("n = 18", "18"), ("n = 20", "20")]:
+            rows.append(
+                {
+                    "task": b["task"],
+                    "encoding": label(b["encoding"]),
+                    "metric": col,
+                    "baseline (3 seeds)": b[f"mean_{key}"],
+                    "ours": round(o[col], 1),
+                }
+            )
+        rows.append(
+            {
+                "task": b["task"],
+                "encoding": label(b["encoding"]),
+                "metric": "longest n >= 90%",
+                "baseline (3 seeds)": b["longest_90"],
+                "ours": round(o["longest n >= 90%"], 1),
+            }
+        )
+    return pd.DataFrame(rows).pivot_table(
+        index=["task", "encoding"], columns="metric", values=["baseline (3 seeds)", "ours"], sort=False
+    )
+
+
+def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path = PUBLISHED_DIR / "paper.json"):
+    """Ours beside the paper: mean reciprocal rank and mean exact match over the test lengths
+    (the paper tests L+1..2L; here 17..32), for the encodings the paper reports."""
+    paper = json.loads(Path(path).read_text())
+    mrr = mean_reciprocal_rank(df[df["encoding"].isin(list(paper["mean_reciprocal_rank_no_scratchpad"]))], test_lengths)
+    test = df[df["n"].isin(list(test_lengths))].groupby(["task", "encoding"])["exact_match"].mean()
+    rows = []
+    for enc, paper_mrr in paper["mean_reciprocal_rank_no_scratchpad"].items():
+        row = {
+            "encoding": label(enc),
+            "MRR, paper (10 tasks)": paper_mrr,
+            "MRR, ours (copy, reverse)": round(mrr[enc], 3),
+        }
+        for task, vals in paper["ood_exact_match_mean_of_3_seeds"].items():
+            row[f"{task} test EM, paper"] = vals[enc]
+            row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("encoding")
+
+
+def sinusoidal_ablation(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
+    """Notebook 04's ablation: our sinusoidal models fail at n = 17, the baseline's (same model and
+    schedule) did not. Each candidate cause alone, on the grid's settings otherwise: token embeddings
+    scaled by sqrt(d_model) as in the original Transformer (copy and reverse), and padded instead of
+    packed batches (copy only: same loss and gradients up to float order, and 1.7x the compute)."""
+    return [make_run(t, "sinusoidal", s, scale_embeddings=True) for s in seeds for t in ("copy", "reverse")] + [
+        make_run("copy", "sinusoidal", s, packed=False) for s in seeds
+    ]
+
+
+GRIDS["sinusoidal-ablation"] = (sinusoidal_ablation, "ablations/sinusoidal")
+
+
+ABLATION_DIR = RESULTS_DIR / GRIDS["sinusoidal-ablation"][1]
+
+
+def setting_changes(config: dict[str, Any]) -> str:
+    """What a run's config changes from the grid's settings for its task, encoding and seed
+    ("scale_embeddings=True", "packed=False", ...), or "grid settings"."""
+    base = make_run(config["task"], config["model"]["encoding"], config["seed"]).to_dict()
+    changes = [f"{k}={v}" for k, v in config.items() if k != "model" and v != base.get(k)]
+    changes += [f"{k}={v}" for k, v in config["model"].items() if v != base["model"].get(k)]
+    return ", ".join(changes) or "grid settings"
+
+
+def settings_frame(records: Sequence[dict[str, Any]]):
+    """`exact_match_frame` with each run's `setting_changes` in the encoding column, so that the
+    grid's tables and plots compare settings of one encoding instead of encodings."""
+    frames = [exact_match_frame([r]).assign(encoding=setting_changes(r["config"])) for r in records]
+    return pd.concat(frames, ignore_index=True)
+
+
+def plot_settings_with_baseline(
+    frame,
+    encoding: str,
+    path: Path | None = None,
+    train_max: int = 16,
+    baseline: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv",
+):
+    """Exact match against n per setting (`settings_frame`), with the seed write-up's means for
+    `encoding` as black markers at the lengths it reports."""
+    fig = plot_by_length(
+        frame,
+        "exact_match",
+        "exact match (%, band = min-max over seeds)",
+        f"{label(encoding)}, exact match by setting",
+        None,
+        train_max,
+        scale=100.0,
+        ylim=(-2, 102),
+        line_label=lambda s: f"{s} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)",
+        colors={s: f"C{i}" for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
+        styles={s: "--" for s in frame["encoding"].unique() if s != "grid settings"},
+    )
+    base = pd.read_csv(baseline, comment="#")
+    for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
+        row = base[(base["task"] == task) & (base["encoding"] == encoding)].iloc[0]
+        ns = [16, 17, 18, 20, 24]
+        ax.errorbar(
+            ns,
+            [row[f"mean_{n}"] for n in ns],
+            yerr=[row[f"std_{n}"] for n in ns],
+            fmt="ko",
+            ms=4,
+            capsize=3,
+            label=f"baseline write-up ({int(row['seeds'])} seeds, mean ± std)",
+        )
+        ax.set_xlim(0, 30)
+        ax.legend(fontsize=8)
+    save_figure(fig, path)
+    return fig
+
+
+def sweep_log(results_dir: str | Path = RESULTS_DIR):
+    """Every sweep the command line ran, one row each: when, wall time, runs found and trained."""
+    path = Path(results_dir) / "sweeps.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    df = pd.DataFrame(
+        rows, columns=["started", "wall_s", "runs", "tasks", "steps", "trained", "workers", "cpus", "training_revision"]
+    )
+    df["wall_min"] = df["wall_s"] / 60
+    return df
+
+
+def throughput_table(records: Sequence[dict[str, Any]]):
+    """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
+    rows = [
+        {
+            "encoding": label(r["config"]["model"]["encoding"]),
+            "train time (s)": r["train_time_s"],
+            "eval time (s)": r["eval_time_s"],
+            "steps / s": r["steps_per_s"],
+            "tokens / s": r["train_tokens_per_s"],
+        }
+        for r in records
+    ]
+    return pd.DataFrame(rows).groupby("encoding", sort=False).mean().round(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE (notebook 05)
+# ---------------------------------------------------------------------------------------------
+
+
+ATTENTION_DIR = RESULTS_DIR / "attention"
+INSPECTION_SEED = 4321  # the inspection sequences, apart from training and evaluation
+
+
+def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
+    """A trained model of the study's grid, from its saved weights (loaded with weights_only=True)."""
+    return load_run_model(make_run(task, encoding, seed), results_dir)
+
+
+def load_run_model(cfg: RunConfig, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
+    """The trained model of any run, from its saved weights (loaded with weights_only=True)."""
+    path = weights_path(Path(results_dir), cfg)
+    if not path.exists():
+        raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
+    model = make_model(cfg)
+    model.load_state_dict(torch.load(path, weights_only=True))
+    return model.eval()
+
+
+def inspection_batch(
+    task: str, n: int, n_examples: int = 64, seed: int = INSPECTION_SEED, config: ModelConfig | None = None
+) -> Batch:
+    """The inspection sequences of size n (drawn apart from training and evaluation; another
+    `seed` draws another set, as the probes' test sequences are), at the positions a model of
+    `config` reads (randomized or coupled, if it was trained so)."""
+    if not isinstance(n_examples, int) or isinstance(n_examples, bool) or n_examples < 1:
+        raise ValueError(f"n_examples must be an integer >= 1; got {n_examples!r}")
+    return evaluation_batch(get_task(task), n, n_examples, seed, config)
+
+
+@torch.no_grad()
+def attention_maps(model: DecoderOnlyLM, batch: Batch) -> Tensor:
+    """Every layer's attention on the batch's gold sequences: (layers, B, heads, T, T)."""
+    _, internals = model(batch.inputs, positions=batch.positions[:, :-1], return_internals=True)
+    return torch.stack(internals.attentions)
+
+
+def answer_sources(task: str, n: int) -> tuple[Tensor, Tensor]:
+    """(query index, key index) of each answer token: the query that predicts y_i sits at
+    SEP + i - 1 and its source, prompt token j, at index j (BOS is index 0)."""
+    t = get_task(task)
+    src = t.source_positions(n)
+    if src is None:
+        raise ValueError(
+            f"task {task!r} has no source token per answer token; pointer heads need one "
+            f"(tasks that have: {', '.join(inspectable_tasks())})"
+        )
+    P, A = t.prompt_length(n), t.answer_length(n)
+    if len(src) != A or not all(1 <= j <= P for j in src):
+        raise ValueError(f"task {task!r} at size {n}: source_positions must give {A} indices in 1..{P}, got {src}")
+    return torch.arange(P + 1, P + 1 + A), torch.tensor(src)
+
+
+def inspectable_tasks() -> list[str]:
+    """Registered tasks with a source token per answer token (what pointer heads look for)."""
+    return [name for name, cls in TASKS.items() if cls().source_positions(cls.min_size) is not None]
+
+
+def pointer_scores(model: DecoderOnlyLM, task: str, n: int, n_examples: int = 64) -> Tensor:
+    """(layers, heads): mean attention mass on the correct source, over output steps and sequences."""
+    att = attention_maps(model, inspection_batch(task, n, n_examples, config=model.config))
+    q, k = answer_sources(task, n)
+    return att[:, :, :, q, k].mean(dim=(1, 3))
+
+
+def pointer_head(model: DecoderOnlyLM, task: str, n: int = 16) -> tuple[int, int, float]:
+    """The (layer, head) that puts the most attention on the symbol it must output next, at n."""
+    scores = pointer_scores(model, task, n)
+    layer, head = divmod(int(scores.argmax()), scores.shape[1])
+    return layer, head, float(scores[layer, head])
+
+
+def _cached_rows(cache: Path | None, current: dict[tuple, tuple], hash_cols: Sequence[str]):
+    """Rows of a cached CSV, minus those for a wanted (task, encoding, seed) whose models changed.
+
+    Each row names its models by config hash (`hash_cols`); a row whose key is in `current` but
+    whose hashes differ was computed from other weights (an older grid) and is dropped, to be
+    recomputed. Rows for keys not asked about now are kept as they are."""
+    if cache is None or not Path(cache).exists():
+        return pd.DataFrame()
+    done = pd.read_csv(cache, dtype={c: str for c in hash_cols})  # hex digits, never numbers
+    if not set(hash_cols) <= set(done.columns):
+        return pd.DataFrame()  # written before rows named their models: recompute everything
+    keys = zip(done["task"], done["encoding"], done["seed"])
+    stale = [k in current and current[k] != tuple(h) for k, h in zip(keys, done[list(hash_cols)].values)]
+    if any(stale):
+        print(f"{Path(cache).name}: {sum(stale)} rows were computed from other weights; recomputing them")
+    return done[[not s for s in stale]].reset_index(drop=True)
+
+
+def per_model_table(
+    compute: Callable[[DecoderOnlyLM, str], Any],
+    tasks: Sequence[str],
+    encodings: Sequence[str] | None,
+    seeds: Sequence[int],
+    results_dir: str | Path,
+    cache: Path | None,
+    run: Callable[[str, str, int], RunConfig] = make_run,
+    reference: Callable[[str, str, int], RunConfig] | None = None,
+):
+    """The rows `compute(model, task)` gives (a DataFrame) for each trained model of the tasks,
+    encodings (default: every registered one) and seeds, each row with its task, encoding, seed and
+    config hash. The models are the grid's, or those `run(task, encoding, seed)` names (compute
+    then gets the run's own task). With `reference`, compute also gets the model it names, as a
+    third argument, and rows carry its hash too. Computed once from the saved weights and cached
+    as CSV: rows whose models have other weights now are recomputed (`_cached_rows`), rows for
+    models not asked about are kept."""
+    encodings = encoding_names() if encodings is None else encodings
+    configs = {(t, e, s): run(t, e, s) for t in tasks for e in encodings for s in seeds}
+    refs = {key: reference(*key) for key in configs} if reference is not None else {}
+    current = {key: (cfg.hash, *((refs[key].hash,) if refs else ())) for key, cfg in configs.items()}
+    done = _cached_rows(cache, current, ["config_hash", *(["reference_hash"] if refs else [])])
+    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
+    parts = [done]
+    for (task, enc, seed), hashes in current.items():
+        if (task, enc, seed) not in have:
+            cfg = configs[task, enc, seed]
+            models = [load_run_model(c, results_dir) for c in (cfg, *([refs[task, enc, seed]] if refs else []))]
+            rows = compute(models[0], cfg.task, *models[1:])
+            names = dict(zip(["config_hash", "reference_hash"], hashes))
+            parts.append(rows.assign(task=task, encoding=enc, seed=seed, **names))
+    table = pd.concat(parts, ignore_index=True)
+    if len(parts) > 1 and cache is not None:
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
+    return table[want].reset_index(drop=True)
+
+
+def pointer_score_table(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(5),
+    lengths: Sequence[int] = range(1, 49),
+    choose_at: int = 16,
+    results_dir: str | Path = RESULTS_DIR,
+    cache: Path | None = ATTENTION_DIR / "pointer_scores.csv",
+):
+    """On-target score of each model's pointer head (chosen at n = choose_at) at every length.
+    Computed once from the saved weights and cached as CSV, each row with its model's config
+    hash; rows for the current models are reused. `encodings` defaults to every registered one."""
+
+    def compute(model: DecoderOnlyLM, task: str):
+        layer, head, _ = pointer_head(model, task, choose_at)
+        scores = [round(float(pointer_scores(model, task, n)[layer, head]), 6) for n in lengths]
+        return pd.DataFrame({"n": list(lengths), "layer": layer, "head": head, "on_target": scores})
+
+    table = per_model_table(compute, tasks, encodings, seeds, results_dir, cache)
+    return table[table["n"].isin(list(lengths))].reset_index(drop=True)
+
+
+def draw_attention(
+    task: str,
+    encoding: str,
+    seed: int,
+    layer: int,
+    head: int,
+    n: int,
+    example: int = 0,
+    ax=None,
+    results_dir: str | Path = RESULTS_DIR,
+    intervention: str = "none",
+) -> dict[str, Any]:
+    """Heatmap of one head on one gold sequence (output steps x all positions), on-target cells
+    ringed; returns what was drawn, including the model's greedy output against the target. The
+    model is the grid's, or that of a training `intervention` (notebook 09)."""
+    cfg = intervention_run(intervention, task, encoding, seed)
+    model, task = load_run_model(cfg, intervention_dir(intervention, results_dir)), cfg.task
+    c = model.config
+    for name, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
+            valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
+            raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
+    batch = inspection_batch(task, n, max(64, example + 1), config=c)
+    head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
+    q, k = answer_sources(task, n)
+    rows = head_maps[example, q].numpy()
+    score = float(head_maps[:, q, k].mean())
+    sep = int(q[0])  # the query that predicts y_1 is SEP
+    own = c.random_positions or c.position_coupling  # positions the caches do not decode at
+    prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
+    generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
+    target = batch.tokens[example, sep + 1 :]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
+    ax.scatter(
+        k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
+    )
+    ax.axvline(sep, color="white", lw=0.6, ls=":")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set(
+        title=f"{label(encoding)}{'' if intervention == 'none' else f' ({intervention})'} {task} L{layer}H{head}, "
+        f"n={n}: on-target {score:.2f}",
+        xlabel="key position (BOS, prompt, SEP, answer)",
+        ylabel="answer step i (predicting y_i)",
+    )
+    return {
+        "attention": rows,
+        "on_target": score,
+        "generated": generated.tolist(),
+        "target": target.tolist(),
+        "correct": bool(torch.equal(generated, target)),
+        "ax": ax,
+    }
+
+
+def plot_pointer_heads(
+    task: str,
+    encodings: Sequence[str] | None = None,
+    lengths: Sequence[int] = (16, 32),
+    path: Path | None = None,
+    results_dir: str | Path = RESULTS_DIR,
+):
+    """For each encoding's seed-0 model, its pointer head (chosen at n = 16) at each length."""
+    encodings = encoding_names() if encodings is None else encodings
+    fig, axes = plt.subplots(
+        len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False
+    )
+    for row, enc in zip(axes, encodings):
+        layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
+        for ax, n in zip(row, lengths):
+            draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir)
+    fig.suptitle(f"{task}: each seed-0 model's pointer head at n = 16 and n = 32 (one example; score over 64)")
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
+    save_figure(fig, path, dpi=100)
+    return fig
+
+
+def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
+    """The pointer head's on-target score against length (mean over seeds; band = min to max)."""
+    return plot_by_length(
+        table,
+        "on_target",
+        "mean attention on the right source",
+        "pointer head on target",
+        path,
+        train_max,
+        ylim=(-0.02, 1.02),
+    )
+
+
+class AttentionExplorer:
+    """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
+    the heatmap through `draw_attention` and shows greedy output against target. It opens on the
+    pointer head of the chosen model and length (notebook 05's definition: the head with the most
+    attention on the right source), and the "pointer head" button jumps there after a change."""
+
+    def __init__(
+        self,
+        seeds: Sequence[int] = range(5),
+        results_dir: str | Path = RESULTS_DIR,
+        task: str = "reverse",
+        encoding: str = "nope",
+        n: int = 16,
+    ):
+        import ipywidgets as w
+
+        self.results_dir = results_dir
+        cfg = ModelConfig()
+        self.controls = {
+            "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
+            "encoding": w.Dropdown(options=list(encoding_names()), value=encoding, description="encoding"),
+            "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
+            "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
+            "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
+            "n": w.IntSlider(value=n, min=1, max=48, description="length n"),
+            "example": w.IntSlider(value=0, min=0, max=63, description="example"),
+        }
+        self.jump = w.Button(description="pointer head", tooltip="jump to the pointer head at this length")
+        self.jump.on_click(lambda _button: self.to_pointer_head())
+        # the heatmap as a PNG in an Image widget and the text under it: each redraw replaces both
+        # values at once (an Output widget cleared and refilled from a callback can lose the figure)
+        self.image = w.Image(format="png", layout=w.Layout(width="630px"))
+        self.caption = w.HTML()
+        controls = list(self.controls.values())
+        self.widget = w.VBox([w.HBox([*controls[:3], self.jump]), w.HBox(controls[3:]), self.image, self.caption])
+        self.widget.add_class("lengen-explorer")
+        self.last: dict[str, Any] = {}
+        self._quiet = True  # no redraw while the pointer head is being set
+        self.to_pointer_head()
+        for c in self.controls.values():
+            c.observe(lambda _change: None if self._quiet else self.redraw(), names="value")
+
+    @staticmethod
+    def trained_tasks(seeds: Sequence[int], results_dir: str | Path, task: str) -> list[str]:
+        """The inspectable tasks with a trained grid model of the first seed (and `task`): a task
+        such as copy_hints has a source per answer token but no grid models to show."""
+
+        def trained(t: str, e: str) -> bool:
+            try:
+                return weights_path(Path(results_dir), make_run(t, e, seeds[0])).exists()
+            except ValueError:  # no grid run of this task and encoding can be made (too few learned rows)
+                return False
+
+        return [t for t in inspectable_tasks() if t == task or any(trained(t, e) for e in encoding_names())]
+
+    def values(self) -> dict[str, Any]:
+        return {k: c.value for k, c in self.controls.items()}
+
+    def to_pointer_head(self) -> None:
+        """Set layer and head to the pointer head of the chosen model at the chosen length, and redraw."""
+        v = self.values()
+        model = load_model(v["task"], v["encoding"], v["seed"], self.results_dir)
+        layer, head, _ = pointer_head(model, v["task"], v["n"])
+        self._quiet = True
+        self.controls["layer"].value, self.controls["head"].value = layer, head
+        self._quiet = False
+        self.redraw()
+
+    def redraw(self) -> None:
+        import html
+        import io
+
+        from matplotlib.figure import Figure
+
+        v = self.values()
+        fig = Figure(figsize=(7, 4.5))  # not pyplot's: nothing is shown or kept open by accident
+        ax = fig.add_subplot()
+        args = (v["task"], v["encoding"], v["seed"], v["layer"], v["head"], v["n"], v["example"])
+        drawn = draw_attention(*args, ax=ax, results_dir=self.results_dir)
+        fig.tight_layout()
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=90)
+        verdict = "right" if drawn["correct"] else "wrong"
+        text = f"{ax.get_title()}\ntarget    {drawn['target']}\ngenerated {drawn['generated']}  ({verdict})"
+        self.image.value, self.caption.value = png.getvalue(), f"<pre>{html.escape(text)}</pre>"
+        self.last = {**v, **drawn, "title": ax.get_title()}
+
+
+def _jsd_rows(p: Tensor, q: Tensor) -> Tensor:
+    """Jensen-Shannon divergence (bits, in [0, 1]) between attention rows along the last axis."""
+    m = 0.5 * (p + q)
+    kl = lambda a: torch.special.xlogy(a, a).sum(-1) - torch.special.xlogy(a, m).sum(-1)  # noqa: E731
+    return 0.5 * (kl(p) + kl(q)) / math.log(2)
+
+
+@torch.no_grad()
+def jsd_to_reference(model: DecoderOnlyLM, reference: DecoderOnlyLM, task: str, n: int, n_examples: int = 10) -> float:
+    """The paper's similarity: per layer, JSD between every head of `model` and every head of
+    `reference` (row by row over the causal rows, averaged), minimum over all head pairs, then
+    the mean over layers and examples."""
+    batch = evaluation_batch(get_task(task), n, n_examples, INSPECTION_SEED + 1)
+    a, b = attention_maps(model, batch), attention_maps(reference, batch)  # (L, B, H, T, T)
+    pair = _jsd_rows(a[:, :, :, None], b[:, :, None, :]).mean(-1)  # (L, B, H, H): averaged over rows
+    return float(pair.flatten(-2).min(-1).values.mean())
+
+
+def jsd_table(
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(5),
+    lengths: Sequence[int] = range(2, 49, 2),
+    results_dir: str | Path = RESULTS_DIR,
+    cache: Path | None = ATTENTION_DIR / "jsd_to_nope.csv",
+):
+    """JSD of each encoding's seed-s model to the NoPE seed-s model at each length; for NoPE
+    itself, to the NoPE model of seed s + 1 (the floor: how far two NoPE runs differ). A
+    `per_model_table` with the NoPE model as the reference (cached with both models' hashes)."""
+    seeds = list(seeds)
+
+    def compared(task: str, enc: str, s: int) -> RunConfig:  # NoPE is compared with the next seed's NoPE
+        return make_run(task, enc, seeds[(seeds.index(s) + 1) % len(seeds)] if enc == "nope" else s)
+
+    def compute(model: DecoderOnlyLM, task: str, nope: DecoderOnlyLM):
+        return pd.DataFrame(
+            {"n": list(lengths), "jsd": [round(jsd_to_reference(model, nope, task, n), 6) for n in lengths]}
+        )
+
+    reference = lambda t, e, s: make_run(t, "nope", s)  # noqa: E731
+    table = per_model_table(compute, tasks, encodings, seeds, results_dir, cache, compared, reference)
+    return table[table["n"].isin(list(lengths))].reset_index(drop=True)
+
+
+def plot_jsd(table, path: Path | None = None, train_max: int = 16):
+    """Each encoding's JSD to NoPE against length (mean over seeds and examples)."""
+    floor = lambda enc: "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)  # noqa: E731
+    return plot_by_length(
+        table,
+        "jsd",
+        "JSD to NoPE (bits; min over head pairs)",
+        "attention distance to NoPE",
+        path,
+        train_max,
+        band=False,
+        line_label=floor,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. The paper's other tasks, and the ranking across them (notebook 07)
+# ---------------------------------------------------------------------------------------------
 
 
 # The paper's arithmetic and algorithmic tasks (notebook 07), at our scale: each draws its prompts
@@ -326,12 +3306,6 @@ class HintedReverse(IndexHinted):
 
 def _digits(t: Tensor) -> Tensor:
     return t - N_SPECIAL  # token ids of "0".."9" (the first ten symbols) -> digits
-
-
-def _compact(t: Tensor, keep: Tensor) -> Tensor:
-    """Each row's kept entries moved to its front, in order, and PAD after them."""
-    order = (~keep).to(torch.uint8).argsort(dim=1, stable=True)
-    return torch.where(keep.gather(1, order), t.gather(1, order), PAD)
 
 
 @register_task
@@ -425,7 +3399,7 @@ class Summation(Task):
     def answer_length(self, n: int) -> int:
         return 1
 
-    def inputs(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
+    def draw_prompts(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
         return torch.randint(1, 10, (batch_size, n), generator=generator) + N_SPECIAL
 
     def target(self, x: Tensor) -> Tensor:
@@ -442,7 +3416,7 @@ class Parity(Task):
     def answer_length(self, n: int) -> int:
         return 1
 
-    def inputs(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
+    def draw_prompts(self, n: int, batch_size: int, generator: torch.Generator) -> Tensor:
         return torch.randint(0, 2, (batch_size, n), generator=generator) + N_SPECIAL
 
     def target(self, x: Tensor) -> Tensor:
@@ -712,1897 +3686,6 @@ class PCFG(Task):
         return torch.stack(prompts), torch.stack(answers)
 
 
-def get_task(name: str, options: dict[str, str] | None = None) -> Task:
-    """The registered task `name`, with its format `options` (`Task.options`; defaults if None)."""
-    if name not in TASKS:
-        raise _unknown("task", name, TASKS)
-    return TASKS[name](**(options or {}))
-
-
-@dataclass
-class Batch:
-    """Token rows [BOS, prompt, SEP, answer, EOS] plus what the model needs to learn from them.
-
-    `positions` restart at 0 for every sequence and `segments` number the sequences in a row
-    (-1 for padding), so several sequences can share a row (packing) without seeing each other.
-    `loss_mask[b, t]` is True where tokens[b, t + 1] is a scored answer token or EOS.
-    """
-
-    tokens: Tensor  # (B, T) long
-    positions: Tensor  # (B, T) long
-    segments: Tensor  # (B, T) long
-    loss_mask: Tensor  # (B, T - 1) bool
-
-    @property
-    def inputs(self) -> Tensor:
-        return self.tokens[:, :-1]
-
-    @property
-    def targets(self) -> Tensor:
-        return self.tokens[:, 1:]
-
-
-def make_sequences(task: Task, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """`batch_size` sequences of size n: tokens (B, T) = [BOS, prompt, SEP, answer, EOS], and which
-    tokens are scored targets, (B, T) bool. An answer shorter than `answer_length(n)` (a task whose
-    answers vary within a size) ends in PAD: EOS then follows its last real token, and the PADs
-    after it are neither scored nor attended by anything scored. A prompt shorter than
-    `prompt_length(n)` ends in PAD too: SEP then follows its last real token, and the sequence
-    ends in PAD."""
-    task.check_size(n)
-    prompt, answer = task.sample(n, batch_size, generator)
-    P, A = task.prompt_length(n), task.answer_length(n)
-    if prompt.shape != (batch_size, P) or answer.shape != (batch_size, A):
-        raise ValueError(
-            f"task {task.name!r} at size {n} must give prompts ({batch_size}, {P}) and answers "
-            f"({batch_size}, {A}); got {tuple(prompt.shape)} and {tuple(answer.shape)}"
-        )
-    col = lambda v: torch.full((batch_size, 1), v, dtype=torch.long)  # noqa: E731
-    tokens = torch.cat([col(BOS), prompt, col(SEP), answer, col(EOS)], dim=1)
-    scored = torch.zeros(batch_size, P + A + 3, dtype=torch.bool)
-    scored[:, P + 2 :] = task.scored(n)
-    real = answer != PAD
-    if not real.all():  # answers of several lengths: EOS after each one's last real token
-        if (real[:, 1:] & ~real[:, :-1]).any():
-            raise ValueError(f"task {task.name!r} at size {n}: PAD may only end an answer, not interrupt it")
-        eos = P + 2 + real.sum(dim=1, keepdim=True)  # (B, 1): where EOS goes
-        column = torch.arange(P + A + 3)
-        tokens = torch.where(column == eos, EOS, tokens)
-        tokens = torch.where(column > eos, PAD, tokens)
-        scored &= column <= eos
-    shown = prompt != PAD
-    if not shown.all():  # prompts of several lengths: each sequence moves up to its prompt's end
-        if (shown[:, 1:] & ~shown[:, :-1]).any():
-            raise ValueError(f"task {task.name!r} at size {n}: PAD may only end a prompt, not interrupt it")
-        keep = tokens != PAD
-        order = (~keep).to(torch.uint8).argsort(dim=1, stable=True)
-        tokens, scored = _compact(tokens, keep), scored.gather(1, order) & keep.gather(1, order)
-    return tokens, scored
-
-
-def single_length_batch(task: Task, n: int, batch_size: int, generator: torch.Generator) -> Batch:
-    """A batch in which every sequence has size n (no padding)."""
-    tokens, scored = make_sequences(task, n, batch_size, generator)
-    B, T = tokens.shape
-    positions = torch.arange(T).expand(B, T)
-    return Batch(tokens, positions, torch.zeros(B, T, dtype=torch.long), scored[:, 1:])
-
-
-def _draw_groups(lengths: Sequence[int]) -> dict[int, list[int]]:
-    """Indices into `lengths` grouped by value, in increasing length (one task call per group)."""
-    groups: dict[int, list[int]] = {}
-    for i, n in enumerate(lengths):
-        groups.setdefault(int(n), []).append(i)
-    return dict(sorted(groups.items()))
-
-
-def _draw_by_length(task: Task, lengths: Sequence[int], generator: torch.Generator) -> list[tuple[Tensor, Tensor]]:
-    """One sequence per entry of `lengths` (in order), drawn in one task call per distinct size:
-    (tokens (T,), scored targets (T,))."""
-    out: list[tuple[Tensor, Tensor]] = [None] * len(lengths)  # type: ignore[list-item]
-    for n, idx in _draw_groups(lengths).items():
-        tokens, scored = make_sequences(task, n, len(idx), generator)
-        for row, row_scored, i in zip(tokens, scored, idx):
-            out[i] = (row, row_scored)
-    return out
-
-
-def first_fit_decreasing(sizes: Sequence[int], capacity: int) -> list[tuple[int, int, int]]:
-    """Place items into bins of `capacity`, longest first, each into the first bin with room.
-    Returns, per item, (bin, offset in the bin, index of the item within its bin)."""
-    place: list[tuple[int, int, int]] = [(0, 0, 0)] * len(sizes)
-    used: list[int] = []  # filled length of each bin
-    count: list[int] = []  # items in each bin
-    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        r = next((r for r, u in enumerate(used) if u + sizes[i] <= capacity), len(used))
-        if r == len(used):
-            used.append(0)
-            count.append(0)
-        place[i] = (r, used[r], count[r])
-        used[r] += sizes[i]
-        count[r] += 1
-    return place
-
-
-def packed_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
-    """One training batch of len(lengths) sequences, packed into rows with little padding.
-
-    Sequences are placed first-fit-decreasing into rows no longer than the longest sequence;
-    attention is masked to each sequence and positions restart per sequence, so the loss (a
-    mean over all target tokens) equals that of the same sequences padded one per row. The
-    rows are filled by one scatter per tensor, not a copy per sequence.
-    """
-    lengths = [int(n) for n in lengths]
-    groups = _draw_groups(lengths)
-    drawn = {n: make_sequences(task, n, len(idx), generator) for n, idx in groups.items()}  # (tokens, scored)
-    size = [drawn[n][0].shape[1] for n in lengths]
-    capacity = max(size)
-    place = first_fit_decreasing(size, capacity)
-    rows = 1 + max(r for r, _, _ in place)
-    # per sequence, in the order the groups were drawn: where it starts, how long, its segment number
-    order = [i for idx in groups.values() for i in idx]
-    start = torch.tensor([place[i][0] * capacity + place[i][1] for i in order])
-    length = torch.tensor([size[i] for i in order])
-    segment = torch.tensor([place[i][2] for i in order])
-    # per token: which sequence it belongs to and its offset in it (= its position)
-    seq = torch.repeat_interleave(torch.arange(len(order)), length)
-    offset = torch.arange(len(seq)) - (torch.cumsum(length, 0) - length)[seq]
-    dest = start[seq] + offset
-    src = torch.cat([drawn[n][0].flatten() for n in groups])
-    scored = torch.cat([drawn[n][1].flatten() for n in groups])
-    tokens = torch.full((rows * capacity,), PAD, dtype=torch.long).index_put_((dest,), src)
-    positions = torch.zeros(rows * capacity, dtype=torch.long).index_put_((dest,), offset)
-    segments = torch.full((rows * capacity,), -1, dtype=torch.long).index_put_((dest,), segment[seq])
-    # a scored token is predicted from the token before it, always in its own sequence (it is never a BOS)
-    is_target = torch.zeros(rows * capacity, dtype=torch.bool).index_put_((dest,), scored)
-    shape = (rows, capacity)
-    return Batch(tokens.view(shape), positions.view(shape), segments.view(shape), is_target.view(shape)[:, 1:])
-
-
-def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.Generator) -> Batch:
-    """The same sequences as `packed_training_batch`, one per row, right-padded (the naive way)."""
-    seqs = _draw_by_length(task, [int(n) for n in lengths], generator)
-    T = max(len(t) for t, _ in seqs)
-    B = len(seqs)
-    tokens = torch.full((B, T), PAD, dtype=torch.long)
-    segments = torch.full((B, T), -1, dtype=torch.long)
-    is_target = torch.zeros(B, T, dtype=torch.bool)
-    for b, (t, scored) in enumerate(seqs):
-        L = len(t)
-        tokens[b, :L] = t
-        segments[b, :L] = 0
-        is_target[b, :L] = scored
-    positions = torch.arange(T).expand(B, T)
-    return Batch(tokens, positions, segments, is_target[:, 1:])
-
-
-def _sequence_index(segments: Tensor) -> tuple[Tensor, Tensor]:
-    """Each token's sequence, numbered across the batch (B, T; padding takes its row's first
-    number, so mask it with segments >= 0), and each sequence's length in tokens."""
-    per_row = int(segments.max()) + 1 if segments.numel() else 1
-    seq = torch.arange(segments.shape[0])[:, None] * per_row + segments.clamp_min(0)
-    real = seq[segments >= 0]
-    return seq, torch.zeros(segments.shape[0] * per_row, dtype=torch.long).index_add_(0, real, torch.ones_like(real))
-
-
-def randomize_positions(batch: Batch, n_positions: int, generator: torch.Generator) -> Batch:
-    """Ruoss et al. 2023's randomized positions: each sequence's positions 0..L-1 become a sorted
-    random sample of L distinct positions from [0, n_positions), so that training at short lengths
-    still visits every position an encoding can be asked about (notebook 09)."""
-    seg, offset = batch.segments, batch.positions.expand_as(batch.segments)
-    seq, lengths = _sequence_index(seg)
-    seq = seq[seg >= 0]
-    longest = int(lengths.max())
-    if longest > n_positions:
-        raise ValueError(f"a sequence of {longest} tokens cannot take distinct positions from [0, {n_positions})")
-    # the top-L of i.i.d. keys is a uniform L-subset; columns past a sequence's length sort last
-    keys = torch.rand(len(lengths), n_positions, generator=generator)
-    picked = keys.topk(longest, dim=1).indices
-    picked = torch.where(torch.arange(longest) < lengths[:, None], picked, n_positions + torch.arange(longest))
-    positions = torch.zeros_like(batch.segments)
-    positions[seg >= 0] = picked.sort(dim=1).values[seq, offset[seg >= 0]]
-    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
-
-
-def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
-    """Position coupling (Cho et al. 2024): each query of the answer (SEP, y_1, .., y_n) takes the
-    position of the prompt token whose copy it predicts (`Task.coupled_sources`), so that pointing
-    is attending to one's own position, at any length; the prompt keeps its positions. `offsets`
-    are each token's index in its sequence (the positions before any randomizing)."""
-    seg, positions = batch.segments, batch.positions.clone()
-    B, T = seg.shape
-    row = torch.arange(B)[:, None].expand(B, T)
-    start = torch.arange(T)[None, :] - offsets  # the column where each token's sequence starts
-    seq, lengths = _sequence_index(seg)
-    length = lengths[seq]  # each token's sequence length
-    for n in task.sizes(task.min_size, task.max_size or (T - 3)):
-        L_n = task.sequence_length(n)
-        if L_n > T:
-            break
-        sources = task.coupled_sources(n)
-        if sources is None:
-            raise ValueError(f"task {task.name!r} cannot couple positions: its answer does not walk its prompt")
-        first = task.prompt_length(n) + 1  # SEP's index: the first query of the answer
-        mask = (seg >= 0) & (length == L_n) & (offsets >= first) & (offsets <= first + task.answer_length(n))
-        source = torch.tensor(sources)[offsets[mask] - first]
-        positions[mask] = batch.positions[row[mask], start[mask] + source]
-    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
-
-
-def model_positions(config: ModelConfig, batch: Batch, generator: torch.Generator, task: Task) -> Batch:
-    """The batch with the positions the model reads: randomized and coupled if it was trained so,
-    else as they are."""
-    out = batch
-    if config.random_positions:
-        out = randomize_positions(out, config.random_positions, generator)
-    if config.position_coupling:
-        out = couple_positions(out, batch.positions.expand_as(batch.segments), task)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# 2. Positional encodings (notebook 01)
-# ---------------------------------------------------------------------------------------------
-# Each encoding overrides one of three hooks: add to the token embeddings, rotate queries and
-# keys, or add a bias to the attention logits. `positions` are integer tensors (.., T).
-
-
-class PositionalEncoding(nn.Module):
-    """Subclass, set `name`, override one hook, and register with `@register_encoding`: the new
-    encoding then joins the grid, the figures and the explorer with no other edit."""
-
-    name: str = ""
-    label: str = ""  # how tables and figures name it (default: `name`)
-    color: str = ""  # its colour in figures (default: one picked by its place in the registry)
-    relative: bool = False  # True if `bias` depends on q_pos - k_pos only (lets packed rows share it)
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.cfg = cfg
-
-    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        """Token embeddings (B, T, d) -> embeddings with absolute position added."""
-        return x
-
-    def rotary(self, positions: Tensor) -> Callable[[Tensor], Tensor] | None:
-        """A function that rotates queries and keys (B, H, T, dh) at `positions`, or None."""
-        return None
-
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
-        """Additive attention bias (B or 1, H, Tq, Tk), shared by every layer, or None."""
-        return None
-
-    @property
-    def max_length(self) -> int | None:
-        """The most positions the encoding can represent (None: any number)."""
-        return None
-
-    @property
-    def rotates_keys(self) -> bool:
-        """True if `rotary` is overridden: keys then depend on position after their projection, so
-        decoding must cache the keys themselves (KVCache), not the inputs they come from."""
-        return type(self).rotary is not PositionalEncoding.rotary
-
-
-ENCODINGS: dict[str, type[PositionalEncoding]] = {}  # name -> class, in the order registered
-
-
-def register_encoding(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} needs a `name` to be registered")
-    ENCODINGS[cls.name] = cls
-    return cls
-
-
-def encoding_names() -> tuple[str, ...]:
-    """Every registered encoding, in registry order: the study's six first, then any added."""
-    return tuple(ENCODINGS)
-
-
-def label(encoding: str) -> str:
-    """An encoding's name in tables and figures (its class's `label`); other names pass through."""
-    cls = ENCODINGS.get(encoding)
-    return (cls.label or cls.name) if cls is not None else encoding
-
-
-def encoding_color(encoding: str) -> str | None:
-    """An encoding's colour in figures: its class's `color`, else the palette entry of its place in
-    the registry; None for a name that is not an encoding (matplotlib then picks one)."""
-    cls = ENCODINGS.get(encoding)
-    if cls is None:
-        return None
-    return cls.color or f"C{list(ENCODINGS).index(encoding) % 10}"
-
-
-def make_encoding(cfg: ModelConfig) -> PositionalEncoding:
-    if cfg.encoding not in ENCODINGS:
-        raise _unknown("positional encoding", cfg.encoding, ENCODINGS)
-    return ENCODINGS[cfg.encoding](cfg)
-
-
-def relative_distance(q_pos: Tensor, k_pos: Tensor) -> Tensor:
-    """Query position minus key position, (.., Tq, Tk), with a leading batch axis."""
-    if q_pos.dim() == 1:
-        q_pos, k_pos = q_pos[None], k_pos[None]
-    return q_pos[:, :, None] - k_pos[:, None, :]
-
-
-@register_encoding
-class NoPE(PositionalEncoding):
-    """No positional information at all: only the causal mask tells tokens apart."""
-
-    name, label, color = "nope", "NoPE", "C0"
-
-
-def sinusoidal_table(positions: Tensor, d: int, base: float = 10000.0) -> Tensor:
-    """Vaswani et al.'s fixed encoding, sin half then cos half: (.., T) -> (.., T, d)."""
-    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
-    angles = positions.to(torch.float32)[..., None] * inv_freq
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)
-
-
-@register_encoding
-class Sinusoidal(PositionalEncoding):
-    """Vaswani et al.'s fixed table of sines and cosines, added to the token embeddings."""
-
-    name, label, color = "sinusoidal", "Sinusoidal", "C1"
-
-    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        return x + sinusoidal_table(positions, x.shape[-1]).to(x.dtype)
-
-
-@register_encoding
-class Learned(PositionalEncoding):
-    """A trained table of absolute positions; rows past the training length stay untrained."""
-
-    name, label, color = "learned", "Learned", "C5"
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
-        self.table = nn.Embedding(cfg.max_positions, cfg.d_model)
-
-    @property
-    def max_length(self) -> int:
-        return self.cfg.max_positions
-
-    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        top = int(positions.max()) if positions.numel() else 0
-        if top >= self.cfg.max_positions:
-            raise ValueError(
-                f"position {top} is past the learned table's {self.cfg.max_positions} rows "
-                f"(max_positions={self.cfg.max_positions}); build the model with a larger max_positions"
-            )
-        return x + self.table(positions)
-
-
-@register_encoding
-class Rotary(PositionalEncoding):
-    """RoPE (GPT-J style, interleaved pairs) on the first `rope_fraction` of each head's dims."""
-
-    name, label, color = "rope", "RoPE", "C2"
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
-        self.rot_dims = rotary_dims(cfg)
-        inv_freq = cfg.rope_base ** (-torch.arange(0, self.rot_dims, 2, dtype=torch.float32) / self.rot_dims)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-
-    def rotary(self, positions: Tensor) -> Callable[[Tensor], Tensor]:
-        angles = positions.to(torch.float32)[..., None] * self.inv_freq  # (.., T, rot/2)
-        if angles.dim() == 3:
-            angles = angles[:, None]  # (B, 1, T, rot/2): broadcast over heads
-        turn = torch.polar(torch.ones_like(angles), angles)  # e^(i * angle)
-        r = self.rot_dims
-
-        def rotate(t: Tensor) -> Tensor:
-            # pairs (t0, t1), (t2, t3), .. as complex numbers, each turned by its angle
-            pairs = torch.view_as_complex(t[..., :r].float().reshape(*t.shape[:-1], r // 2, 2))
-            rotated = torch.view_as_real(pairs * turn).flatten(-2).to(t.dtype)
-            return rotated if r == t.shape[-1] else torch.cat([rotated, t[..., r:]], dim=-1)
-
-        return rotate
-
-
-def rotary_dims(cfg: ModelConfig) -> int:
-    head_dim = cfg.d_model // cfg.n_heads
-    dims = round(head_dim * cfg.rope_fraction)
-    if not 0.0 < cfg.rope_fraction <= 1.0 or dims == 0 or dims % 2:
-        raise ValueError(
-            f"rope_fraction={cfg.rope_fraction} rotates {head_dim * cfg.rope_fraction:g} of each head's "
-            f"{head_dim} dims; rotary needs a positive even number (e.g. 0.25 -> {round(head_dim * 0.25)})"
-        )
-    return dims
-
-
-def alibi_slopes(n_heads: int) -> Tensor:
-    """Press et al.'s head slopes: geometric from 2^(-8/n); for n not a power of two, the slopes
-    of the nearest lower power of two, then every other slope of the next power of two."""
-
-    def power_of_two(n: int) -> list[float]:
-        start = 2 ** (-8 / n)
-        return [start ** (i + 1) for i in range(n)]
-
-    if n_heads & (n_heads - 1) == 0:
-        return torch.tensor(power_of_two(n_heads))
-    lower = 2 ** math.floor(math.log2(n_heads))
-    extra = power_of_two(2 * lower)[0::2][: n_heads - lower]
-    return torch.tensor(power_of_two(lower) + extra)
-
-
-@register_encoding
-class ALiBi(PositionalEncoding):
-    """A fixed bias -slope * distance on the attention logits, one geometric slope per head."""
-
-    name, label, color = "alibi", "ALiBi", "C3"
-    relative = True
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
-        self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)
-
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        distance = relative_distance(q_pos, k_pos).to(torch.float32)  # (B, Tq, Tk)
-        return -self.slopes[None, :, None, None] * distance[:, None]
-
-
-def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
-    """T5's unidirectional bucket of a distance q - k >= 0: half the buckets exact, the rest
-    log-spaced up to max_distance; anything farther shares the last bucket."""
-    distance = distance.clamp(min=0)
-    max_exact = num_buckets // 2
-    is_small = distance < max_exact
-    scaled = torch.log(distance.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact)
-    large = max_exact + (scaled * (num_buckets - max_exact)).long()
-    large = large.clamp(max=num_buckets - 1)
-    return torch.where(is_small, distance, large)
-
-
-@register_encoding
-class T5Bias(PositionalEncoding):
-    """A learned scalar per (distance bucket, head), one table shared by all layers."""
-
-    name, label, color = "t5", "T5 bias", "C4"
-    relative = True
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__(cfg)
-        self.table = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
-
-    def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        buckets = t5_bucket(relative_distance(q_pos, k_pos), self.cfg.t5_num_buckets, self.cfg.t5_max_distance)
-        return self.table(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
-
-
-# ---------------------------------------------------------------------------------------------
-# 3. Attention (notebooks 01 and 02)
-# ---------------------------------------------------------------------------------------------
-
-
-def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, bias: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
-    """softmax(q k^T / sqrt(dh) + bias, masked) v, written out. Returns (output, weights).
-
-    q (.., Tq, dh), k and v (.., Tk, dh); `mask` is boolean, True where attention is allowed,
-    broadcastable to (.., Tq, Tk); `bias` is added to the logits before masking.
-    """
-    scores = (q / math.sqrt(q.shape[-1])) @ k.transpose(-2, -1)  # scaling q is cheaper than the scores
-    if bias is not None:
-        scores = scores + bias
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return weights @ v, weights
-
-
-def attend(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None,
-    bias: Tensor | None,
-    dropout: float = 0.0,
-    need_weights: bool = False,
-) -> tuple[Tensor, Tensor | None]:
-    """The attention the model runs: the written-out one above where its weights are wanted, for a
-    single query (a decoding step: PyTorch's fused CPU kernel is tiled for long query blocks and is
-    slower there) and for a trained bias (T5, which PyTorch sends to its own unfused path anyway);
-    otherwise PyTorch's fused kernel, the same maths (checked in notebook 02). Returns (output,
-    weights or None)."""
-    if need_weights or q.shape[-2] == 1 or (bias is not None and bias.requires_grad):
-        out, weights = scaled_dot_product_attention(q, k, v, mask, bias)
-        return out, weights if need_weights else None
-    attn_mask = mask
-    if bias is not None:
-        attn_mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout), None
-
-
-def causal_mask(tq: int, tk: int | None = None, device: torch.device | None = None) -> Tensor:
-    """(tq, tk) boolean: query i (the last tq of tk positions) sees keys up to itself."""
-    tk = tq if tk is None else tk
-    return torch.ones(tq, tk, dtype=torch.bool, device=device).tril(diagonal=tk - tq)
-
-
-def padding_mask(tokens: Tensor) -> Tensor:
-    """(B, 1, 1, T) boolean: True at real tokens, so no query attends to PAD keys."""
-    return (tokens != PAD)[:, None, None, :]
-
-
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention: one stacked query/key/value map and an output map; self- or
-    cross-attention."""
-
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
-        super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.n_heads, self.head_dim = n_heads, d_model // n_heads
-        self.in_proj = nn.Linear(d_model, 3 * d_model)  # query, key and value maps stacked
-        self.out_proj = nn.Linear(d_model, d_model)
-        self.dropout = dropout
-
-    def _split(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, H, T, dh)
-        B, T, _ = x.shape
-        return x.reshape(B, T, self.n_heads, self.head_dim).transpose(1, 2)
-
-    def forward(
-        self,
-        x: Tensor,
-        memory: Tensor | None = None,
-        mask: Tensor | None = None,
-        bias: Tensor | None = None,
-        rotate: Callable[[Tensor], Tensor] | None = None,
-        cache: Cache | None = None,
-        layer: int = 0,
-        need_weights: bool = False,
-        q_scale: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """`mask` True = may attend; `bias` is added to the logits; `rotate` turns queries and keys
-        (RoPE); `q_scale` (.., T, 1) multiplies the queries, so the content logits and not the bias
-        (`query_scale`); `memory` makes it cross-attention. With a decoding `cache` (section 5), x
-        holds only the new tokens and attention covers every cached position."""
-        if cache is not None:
-            memory = cache.inputs(layer, x, rotate)  # an InputCache: keys and values come from every input so far
-        if memory is None:  # one matmul for all three maps
-            q, k, v = self.in_proj(x).chunk(3, dim=-1)
-        else:
-            w, b, d = self.in_proj.weight, self.in_proj.bias, x.shape[-1]
-            q = F.linear(x, w[:d], b[:d])
-            k, v = F.linear(memory, w[d:], b[d:]).chunk(2, dim=-1)
-        q, k, v = self._split(q), self._split(k), self._split(v)
-        if rotate is not None:
-            q, k = rotate(q), rotate(k)
-        if q_scale is not None:
-            q = q * q_scale
-        if cache is not None:
-            k, v = cache.keys_values(layer, k, v)  # a KVCache: the keys and values of every position so far
-        out, weights = attend(q, k, v, mask, bias, self.dropout if self.training else 0.0, need_weights)
-        B, H, T, dh = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(B, T, H * dh)), weights
-
-
-# ---------------------------------------------------------------------------------------------
-# 4. Blocks and the decoder-only model (notebook 01)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ModelConfig:
-    """The study's model by default: d_model 64, 4 heads, 3 layers, d_ff 256, post-LN, no dropout."""
-
-    encoding: str = "nope"
-    d_model: int = ranged(64, 1)
-    n_heads: int = ranged(4, 1)
-    n_layers: int = ranged(3, 1)
-    d_ff: int = ranged(256, 1)
-    pre_norm: bool = False
-    dropout: float = ranged(0.0, 0, 1, below=True)
-    max_positions: int = ranged(128, 1)  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
-    rope_fraction: float = ranged(1.0, 0, 1, above=True)  # the paper rotated 0.25
-    scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al. (notebook 04)
-    attention_temperature: float = ranged(1.0, 0, above=True)  # content logits q.k / sqrt(dh) divided by it
-    log_length_scaling: int = ranged(0, 0)  # N > 1: a query seeing k keys scales q.k by max(1, log k / log N)
-    random_positions: int = ranged(0, 0)  # P > 0: positions are a sorted random sample from [0, P) (Ruoss et al.)
-    position_coupling: bool = False  # answer queries read their source's position (Cho et al.)
-    rope_base: float = ranged(10000.0, 1, above=True)
-    t5_num_buckets: int = ranged(32, 2)
-    t5_max_distance: int = ranged(128, 2)
-
-    def __post_init__(self) -> None:
-        if self.encoding not in ENCODINGS:
-            raise _unknown("positional encoding", self.encoding, ENCODINGS)
-        check_ranges(self)
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.t5_max_distance <= self.t5_num_buckets // 2:
-            raise ValueError(
-                f"t5_max_distance={self.t5_max_distance} must exceed half of t5_num_buckets "
-                f"({self.t5_num_buckets}): the exact buckets cover distances below it"
-            )
-        if self.encoding == "learned" and self.random_positions > self.max_positions:
-            raise ValueError(
-                f"random_positions={self.random_positions} draws positions past the learned table's "
-                f"max_positions={self.max_positions}; set max_positions >= random_positions"
-            )
-        if self.log_length_scaling == 1:
-            raise ValueError("log_length_scaling must be 0 (off) or at least 2 (log 1 = 0); got 1")
-        if self.encoding == "rope":
-            rotary_dims(self)
-
-
-def query_scale(config: ModelConfig, positions: Tensor) -> Tensor | None:
-    """The factor on each query's content logits q.k (not on a relative bias), from the positions
-    (T,) or (B, T): 1 / attention_temperature, times max(1, log(keys seen) / log(N)) where
-    log_length_scaling = N (Chiang and Cholak 2022, kept at 1 within N keys so that a model
-    trained without it sees its training lengths unchanged). None when both are off: the model
-    is then exactly the unscaled one."""
-    t, n = config.attention_temperature, config.log_length_scaling
-    if t == 1.0 and n == 0:
-        return None
-    scale = torch.full(positions.shape, 1.0 / t)
-    if n > 0:  # ModelConfig refuses N = 1
-        keys = (positions + 1).double()  # causal: the query at position p sees p + 1 keys
-        scale = scale * (keys.log() / math.log(n)).clamp_min(1.0)
-    scale = scale.to(torch.get_default_dtype())
-    return scale[None, None, :, None] if positions.dim() == 1 else scale[:, None, :, None]
-
-
-class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
-        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
-
-
-class Block(nn.Module):
-    """Self-attention, optional cross-attention, feed-forward; each a residual, post- or pre-LN."""
-
-    def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, pre_norm: bool, dropout: float = 0.0, cross: bool = False
-    ):
-        super().__init__()
-        self.pre_norm = pre_norm
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout) if cross else None
-        self.norm_cross = nn.LayerNorm(d_model) if cross else None
-        self.ffn = FeedForward(d_model, d_ff, dropout)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout) if dropout > 0 else None  # skipped, not called, when 0
-
-    def forward(
-        self, x: Tensor, memory: Tensor | None = None, memory_mask: Tensor | None = None, **attn: Any
-    ) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, d) -> (B, T, d) and the self-attention weights (if asked for in `attn`)."""
-        h, weights = self.self_attn(self._sublayer_input(x, self.norm1), **attn)
-        x = self._residual(x, h, self.norm1)
-        if self.cross_attn is not None:
-            h, _ = self.cross_attn(self._sublayer_input(x, self.norm_cross), memory=memory, mask=memory_mask)
-            x = self._residual(x, h, self.norm_cross)
-        x = self._residual(x, self.ffn(self._sublayer_input(x, self.norm2)), self.norm2)
-        return x, weights
-
-    def _sublayer_input(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
-        return norm(x) if self.pre_norm else x  # pre-LN normalizes what enters a sublayer
-
-    def _residual(self, x: Tensor, h: Tensor, norm: nn.LayerNorm) -> Tensor:
-        if self.drop is not None:
-            h = self.drop(h)
-        return x + h if self.pre_norm else norm(x + h)  # post-LN normalizes the sum
-
-
-@dataclass
-class Internals:
-    """What `DecoderOnlyLM.forward(..., return_internals=True)` exposes for inspection."""
-
-    attentions: list[Tensor]  # per layer, (B, H, T, T)
-    hidden_states: list[Tensor]  # embeddings, then the output of each layer, (B, T, d)
-
-
-class DecoderOnlyLM(nn.Module):
-    """A decoder-only Transformer whose positional encoding is chosen by name."""
-
-    def __init__(self, config: ModelConfig, vocab_size: int = VOCAB_SIZE):
-        super().__init__()
-        self.config, self.vocab_size = config, vocab_size
-        self.tok_emb = nn.Embedding(vocab_size, config.d_model)
-        self.pos = make_encoding(config)
-        self.blocks = nn.ModuleList(
-            Block(config.d_model, config.n_heads, config.d_ff, config.pre_norm, config.dropout)
-            for _ in range(config.n_layers)
-        )
-        self.final_norm = nn.LayerNorm(config.d_model) if config.pre_norm else nn.Identity()
-        self.lm_head = nn.Linear(config.d_model, vocab_size)
-        self.apply(_init_weights)
-        nn.init.normal_(self.tok_emb.weight, std=1.0)
-        self.emb_scale = math.sqrt(config.d_model) if config.scale_embeddings else None
-
-    def _embed_tokens(self, idx: Tensor) -> Tensor:
-        x = F.embedding(idx, self.tok_emb.weight)
-        return x if self.emb_scale is None else x * self.emb_scale
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
-    def forward(
-        self,
-        idx: Tensor,
-        positions: Tensor | None = None,
-        segments: Tensor | None = None,
-        cache: Cache | None = None,
-        return_internals: bool = False,
-    ) -> Tensor | tuple[Tensor, Internals]:
-        """Token ids (B, T) -> logits (B, T, vocab).
-
-        positions: (B, T) or (T,), default 0..T-1 (offset by the cache length when caching).
-        segments: (B, T) sequence ids for packed rows; attention never crosses segments.
-        cache: a KVCache or InputCache (`new_cache`); idx then holds only the tokens not yet in it.
-        """
-        self._check_ids(idx)
-        B, T = idx.shape
-        for name, t in (("positions", positions), ("segments", segments)):
-            if t is not None and (t.dtype not in (torch.int64, torch.int32) or t.shape not in ((B, T), (T,))):
-                raise ValueError(
-                    f"{name} must be an integer tensor of shape ({B}, {T}) or ({T},), like the token "
-                    f"ids; got {t.dtype} {tuple(t.shape)}"
-                )
-        return self._forward(idx, positions, segments, cache, return_internals)
-
-    def _check_ids(self, idx: Tensor) -> None:
-        """Token ids must be a non-empty (batch, length) integer tensor within the vocabulary."""
-        if not isinstance(idx, Tensor) or idx.dim() != 2 or idx.dtype not in (torch.int64, torch.int32):
-            got = f"{idx.dtype} {tuple(idx.shape)}" if isinstance(idx, Tensor) else type(idx).__name__
-            raise ValueError(f"token ids must be an integer tensor of shape (batch, length); got {got}")
-        if idx.shape[0] == 0 or idx.shape[1] == 0:
-            raise ValueError(
-                f"token ids must hold at least one sequence of at least one token; got shape {tuple(idx.shape)}"
-            )
-        if int(idx.min()) < 0 or int(idx.max()) >= self.vocab_size:
-            raise ValueError(f"token ids must lie in [0, {self.vocab_size}); got [{int(idx.min())}, {int(idx.max())}]")
-
-    def _forward(
-        self,
-        idx: Tensor,
-        positions: Tensor | None,
-        segments: Tensor | None,
-        cache: Cache | None,
-        return_internals: bool,
-    ) -> Tensor | tuple[Tensor, Internals]:
-        B, T = idx.shape
-        past = cache.length if cache is not None else 0
-        if positions is None:
-            positions = torch.arange(past, past + T, device=idx.device)
-        k_pos = torch.arange(past + T, device=idx.device) if cache is not None else positions
-        # causal; a single new token (a cached decoding step) may see everything, so no mask
-        mask = causal_mask(T, past + T, idx.device) if T > 1 or segments is not None else None
-        if segments is not None:
-            mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
-        if self.pos.relative and cache is None and segments is not None and _counts_up_within(positions, segments):
-            # a relative bias sees only q - k, which inside a sequence equals the column distance:
-            # one (T, T) bias serves every packed row (attention across sequences is masked anyway)
-            columns = torch.arange(T, device=idx.device)
-            bias = self.pos.bias(columns, columns)
-        else:
-            bias = self.pos.bias(positions, k_pos)
-        if bias is not None and mask is not None:  # fold the mask into the bias once, for every layer
-            bias, mask = bias.masked_fill(~mask, float("-inf")), None
-        x = self.pos.embed(self._embed_tokens(idx), positions)
-        attn = dict(mask=mask, bias=bias, rotate=self.pos.rotary(positions), cache=cache, need_weights=return_internals)
-        attn["q_scale"] = query_scale(self.config, positions)
-        attentions, hidden = [], [x]
-        for i, block in enumerate(self.blocks):
-            x, w = block(x, layer=i, **attn)
-            attentions.append(w)
-            hidden.append(x)
-        if cache is not None:
-            cache.length += T
-        logits = self.lm_head(self.final_norm(x))
-        if return_internals:
-            return logits, Internals(attentions, hidden)
-        return logits
-
-    def new_cache(self, batch: int, max_len: int, kind: str = "auto") -> Cache:
-        """A decoding cache for `max_len` positions (section 5, `new_cache`)."""
-        return new_cache(self, batch, max_len, kind)
-
-    def step(self, token: Tensor, cache: Cache) -> Tensor:
-        """Logits (B, vocab) for one new token per row (B,) that joins the cache (section 5, `decode_step`)."""
-        return decode_step(self, token, cache)
-
-    @torch.inference_mode()  # like no_grad, and skips autograd's bookkeeping on every tensor: cheaper per call
-    def generate(
-        self,
-        prompt: Tensor,
-        max_new_tokens: int,
-        use_cache: bool = True,
-        return_logits: bool = False,
-        cache_kind: str = "auto",
-        positions: Tensor | None = None,
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
-
-        With the cache (`cache_kind` as in `new_cache`), the prompt is run once and each later step
-        feeds only the newest token (`step`); without it, every step re-runs the whole sequence so far.
-        The caches decode at positions 0, 1, ..; `positions` (B, at least P + max_new_tokens - 1)
-        gives others to the uncached decoding (a model trained with random_positions or
-        position_coupling needs its own: see `model_positions`).
-        """
-        self._check_ids(prompt)  # generated tokens are argmaxes over the vocabulary: valid by construction
-        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be an integer >= 0; got {max_new_tokens!r}")
-        B, P = prompt.shape
-        total = P + max_new_tokens
-        if positions is None and (self.config.random_positions or self.config.position_coupling):
-            raise ValueError(
-                "generate decodes at positions 0, 1, ..; a model trained with random_positions or "
-                "position_coupling reads others: pass them (positions=, use_cache=False), or score it "
-                "teacher-forced (exact_match_by_length, failure_anatomy), which equals greedy"
-            )
-        if positions is not None and (use_cache or positions.shape[0] != B or positions.shape[1] < total - 1):
-            raise ValueError(
-                f"positions serve uncached decoding (use_cache=False) and need shape ({B}, >= {total - 1}); "
-                f"got use_cache={use_cache}, shape {tuple(positions.shape)}"
-            )
-        upto = (lambda t: None) if positions is None else (lambda t: positions[:, :t])  # noqa: E731
-        limit = self.pos.max_length
-        if limit is not None and total - 1 > limit:  # the last token is never fed back
-            raise ValueError(
-                f"{P} prompt tokens + {max_new_tokens} new ones need {total - 1} positions, past the "
-                f"{self.config.encoding} encoding's {limit} (max_positions={limit})"
-            )
-        out = torch.empty(B, total, dtype=torch.long, device=prompt.device)
-        out[:, :P] = prompt
-        step_logits = []
-        cache = self.new_cache(B, total, cache_kind) if use_cache else None
-        logits = self._forward(prompt, upto(P), None, cache, False)[:, -1]
-        for t in range(P, total):
-            out[:, t] = logits.argmax(-1)
-            if return_logits:
-                step_logits.append(logits)
-            if t + 1 < total:
-                logits = (
-                    self.step(out[:, t], cache)
-                    if use_cache
-                    else self._forward(out[:, : t + 1], upto(t + 1), None, None, False)[:, -1]
-                )
-        if return_logits:
-            return out, torch.stack(step_logits, dim=1)
-        return out
-
-
-def _counts_up_within(positions: Tensor, segments: Tensor) -> bool:
-    """True if (B, T) positions go up by one from each token to the next of the same sequence
-    (padding, segment -1, is ignored: nothing reads its outputs)."""
-    if positions.dim() != 2:
-        return False
-    same = (segments[:, 1:] == segments[:, :-1]) & (segments[:, 1:] >= 0)
-    return bool(((positions[:, 1:] - positions[:, :-1] == 1) | ~same).all())
-
-
-def _init_weights(module: nn.Module) -> None:
-    """Linear maps and tables N(0, 0.02) as in GPT-2; token embeddings are set to N(0, 1) by the
-    model, so content and the sinusoidal table (entries in [-1, 1]) start on the same scale."""
-    if isinstance(module, nn.Linear):
-        nn.init.normal_(module.weight, std=0.02)
-        nn.init.zeros_(module.bias)
-    elif isinstance(module, nn.Embedding):
-        nn.init.normal_(module.weight, std=0.02)
-
-
-# ---------------------------------------------------------------------------------------------
-# 5. Fast decoding: the same maths, one token at a time (notebook 06)
-# ---------------------------------------------------------------------------------------------
-# Greedy generation feeds one new token per step. Re-running the whole sequence each step costs
-# O(T^2) per step; a cache of what earlier positions computed makes a step cost O(T). Two caches
-# serve the same attention: the textbook one keeps every layer's keys and values; the input cache
-# keeps only each attention layer's input and moves W_k and W_v to the other side of the
-# attention's products (notebook 06 derives it). Both are allocated once, written in place, and
-# read as views of the filled prefix. The step functions below restate `forward` for a single
-# token with plain function calls: in generation's inner loop the cost is per call, not per flop.
-
-
-class _Cache:
-    """What both decoding caches share: preallocated tensors, the filled length, a bounds check."""
-
-    length: int  # positions filled so far
-    max_len: int
-
-    def _span(self, new: int) -> tuple[int, int]:
-        start, end = self.length, self.length + new
-        if end > self.max_len:
-            raise ValueError(f"{type(self).__name__} holds {self.max_len} positions; cannot write up to {end}")
-        return start, end
-
-
-class KVCache(_Cache):
-    """Keys and values of every layer, preallocated once for `max_len` positions.
-
-    Each step writes its new keys in place and attends over a view of the filled prefix, so the
-    cost of a step grows only with the attention over the cache, never with copies of it. Serves
-    every encoding, RoPE included (keys are stored already rotated).
-    """
-
-    kind = "kv"
-
-    def __init__(self, n_layers: int, batch: int, n_heads: int, max_len: int, head_dim: int, dtype=torch.float32):
-        shape = (n_layers, batch, n_heads, max_len, head_dim)
-        # not zeroed: attention only ever reads the filled prefix [:length]
-        self.k = torch.empty(shape, dtype=dtype)
-        self.v = torch.empty(shape, dtype=dtype)
-        self.length, self.max_len = 0, max_len
-
-    @property
-    def nbytes(self) -> int:
-        return self.k.element_size() * (self.k.numel() + self.v.numel())
-
-    def inputs(self, layer: int, x: Tensor, rotate: Callable[[Tensor], Tensor] | None) -> None:
-        return None  # keys and values are made from x as usual, then stored by `keys_values`
-
-    def keys_values(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        return self.append(layer, k, v)
-
-    def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        start, end = self._span(k.shape[2])
-        self.k[layer, :, :, start:end] = k
-        self.v[layer, :, :, start:end] = v
-        return self.k[layer, :, :, :end], self.v[layer, :, :, :end]
-
-
-class InputCache(_Cache):
-    """The input of every attention layer, (B, max_len, d) per layer, preallocated once.
-
-    Keys and values are linear maps of that input, so one tensor stands in for both: a step applies
-    W_k to the query and W_v after the weighted sum (notebook 06 derives why this is the same
-    attention). `maps` holds each layer's weights laid out for that (`input_maps`), made from the
-    weights the cache serves: like any decoding cache, it is only valid for those weights. Half the
-    memory of a `KVCache`. Keys rotated after their projection (RoPE) cannot be served so.
-    """
-
-    kind = "inputs"
-
-    def __init__(
-        self,
-        n_layers: int,
-        batch: int,
-        max_len: int,
-        d_model: int,
-        maps: Sequence[tuple[Tensor, ...]],
-        dtype=torch.float32,
-    ):
-        if len(maps) != n_layers:
-            raise ValueError(f"an InputCache for {n_layers} layers needs {n_layers} sets of maps, got {len(maps)}")
-        self.h = torch.empty(n_layers, batch, max_len, d_model, dtype=dtype)  # not zeroed, as above
-        self.maps = list(maps)
-        self.length, self.max_len = 0, max_len
-
-    @property
-    def nbytes(self) -> int:
-        return self.h.element_size() * self.h.numel()
-
-    def inputs(self, layer: int, x: Tensor, rotate: Callable[[Tensor], Tensor] | None) -> Tensor:
-        _serves_inputs(self, rotate)  # refuses rotated keys, as the decoding step does
-        return self.append(layer, x)  # attention then makes keys and values from every input so far
-
-    def keys_values(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        return k, v  # already made from every cached input
-
-    def append(self, layer: int, h: Tensor) -> Tensor:
-        """Writes h (B, T, d) at the current length; returns the inputs so far (B, length + T, d)."""
-        start, end = self._span(h.shape[1])
-        self.h[layer, :, start:end] = h
-        return self.h[layer, :, :end]
-
-
-CACHE_KINDS = {"kv": KVCache, "inputs": InputCache}
-Cache = KVCache | InputCache
-
-
-def _serves_inputs(cache: Cache | None, rotate: Callable[[Tensor], Tensor] | None) -> bool:
-    """True if attention runs over an InputCache; refuses rotated keys, which it cannot serve."""
-    if not isinstance(cache, InputCache):
-        return False
-    if rotate is not None:
-        raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
-    return True
-
-
-def new_cache(model: DecoderOnlyLM, batch: int, max_len: int, kind: str = "auto") -> Cache:
-    """A decoding cache for `max_len` positions: "kv" (keys and values, any encoding), "inputs"
-    (each attention layer's input: half the memory; not for encodings that rotate keys), or
-    "auto": "inputs" where it applies, else "kv"."""
-    c, dtype = model.config, model.lm_head.weight.dtype
-    if kind == "auto":
-        kind = "kv" if model.pos.rotates_keys else "inputs"
-    if kind not in CACHE_KINDS:
-        raise _unknown("cache kind", kind, ["auto", *CACHE_KINDS])
-    if kind == "inputs":
-        if model.pos.rotates_keys:
-            raise ValueError(f"encoding {c.encoding!r} rotates keys, so an input cache cannot serve it; use kind='kv'")
-        return InputCache(c.n_layers, batch, max_len, c.d_model, [input_maps(b.self_attn) for b in model.blocks], dtype)
-    return KVCache(c.n_layers, batch, c.n_heads, max_len, c.d_model // c.n_heads, dtype)
-
-
-def decode_step(model: DecoderOnlyLM, token: Tensor, cache: Cache) -> Tensor:
-    """Logits (B, vocab) for one new token per row (B,), whose entries join the cache:
-    generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
-    t = cache.length
-    position = torch.tensor([t], device=token.device)
-    x = model.pos.embed(model._embed_tokens(token)[:, None], position)[:, 0]  # (B, d)
-    bias = model.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
-    rotate = model.pos.rotary(position)
-    scale = query_scale(model.config, position)
-    q_scale = 1.0 if scale is None else float(scale)
-    for i, block in enumerate(model.blocks):
-        x = block_step(block, x, cache, i, bias, rotate, q_scale)
-    cache.length += 1
-    return F.linear(model.final_norm(x), model.lm_head.weight, model.lm_head.bias)
-
-
-def block_step(
-    block: Block,
-    x: Tensor,
-    cache: Cache,
-    layer: int,
-    bias: Tensor | None,
-    rotate: Callable[[Tensor], Tensor] | None,
-    q_scale: float = 1.0,
-) -> Tensor:
-    """`Block.forward` for one new token per row, x (B, d), attending over the cache (no dropout,
-    as in eval mode)."""
-    if block.cross_attn is not None:
-        raise NotImplementedError("block_step serves decoder-only models; this block also attends to a memory")
-    up, _, _, down = block.ffn  # linear, ReLU, dropout (off in generation), linear
-    attn = block.self_attn
-    if block.pre_norm:
-        x = x + attention_step(attn, _layer_norm(block.norm1, x), cache, layer, bias, rotate, q_scale)
-        return x + _feed_forward(up, down, _layer_norm(block.norm2, x))
-    x = _layer_norm(block.norm1, x + attention_step(attn, x, cache, layer, bias, rotate, q_scale))
-    return _layer_norm(block.norm2, x + _feed_forward(up, down, x))
-
-
-def _layer_norm(m: nn.LayerNorm, x: Tensor) -> Tensor:
-    return F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
-
-
-def _feed_forward(up: nn.Linear, down: nn.Linear, x: Tensor) -> Tensor:
-    return F.linear(F.relu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
-
-
-def attention_step(
-    attn: MultiHeadAttention,
-    x: Tensor,
-    cache: Cache,
-    layer: int,
-    bias: Tensor | None,
-    rotate: Callable[[Tensor], Tensor] | None,
-    q_scale: float = 1.0,
-) -> Tensor:
-    """`MultiHeadAttention.forward` for one new token per row, x (B, d): its key and value
-    (KVCache) or x itself (InputCache) go into the cache; its query (times `q_scale`) attends
-    over everything cached."""
-    if _serves_inputs(cache, rotate):
-        return _attention_step_on_inputs(attn, x, cache, layer, bias, q_scale)
-    B = x.shape[0]
-    q, k, v = F.linear(x, attn.in_proj.weight, attn.in_proj.bias).view(B, 3, attn.n_heads, 1, attn.head_dim).unbind(1)
-    if rotate is not None:
-        q, k = rotate(q), rotate(k)
-    if q_scale != 1.0:
-        q = q * q_scale
-    keys, values = cache.append(layer, k, v)
-    out, _ = scaled_dot_product_attention(q, keys, values, None, bias)  # (B, H, 1, dh)
-    return F.linear(out.view(B, -1), attn.out_proj.weight, attn.out_proj.bias)
-
-
-@torch.no_grad()
-def input_maps(attn: MultiHeadAttention) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """What a decoding step over an InputCache needs (see there), laid out for it once: the
-    query map W_q (d, d) and b_q, both scaled by 1/sqrt(dh); W_k by head, (H, dh, d); W_v^T by
-    head, (H, d, dh); b_v by head, (H, 1, dh). b_k is left out: it shifts every score alike."""
-    H, dh = attn.n_heads, attn.head_dim
-    d = H * dh
-    w_q, w_k, w_v = attn.in_proj.weight.split(d)
-    b_q, _, b_v = attn.in_proj.bias.split(d)
-    scale = 1 / math.sqrt(dh)
-    return (
-        w_q * scale,
-        b_q * scale,
-        w_k.reshape(H, dh, d).contiguous(),
-        w_v.reshape(H, dh, d).transpose(1, 2).contiguous(),
-        b_v.reshape(H, 1, dh).contiguous(),
-    )
-
-
-def _attention_step_on_inputs(
-    attn: MultiHeadAttention, x: Tensor, cache: InputCache, layer: int, bias: Tensor | None, q_scale: float = 1.0
-) -> Tensor:
-    """`attention_step` over the cached inputs h (B, L, d): per head, the scores are (W_k^T q) . h_j
-    and the output is W_v (sum_j w_j h_j) + b_v (notebook 06)."""
-    (B, d), H = x.shape, attn.n_heads
-    w_q, b_q, w_k, w_v, b_v = cache.maps[layer]
-    h = cache.append(layer, x[:, None])
-    q = F.linear(x, w_q, b_q).view(B, H, -1).transpose(0, 1)  # (H, B, dh), scaled
-    if q_scale != 1.0:
-        q = q * q_scale
-    q = torch.bmm(q, w_k).transpose(0, 1)  # (B, H, d): each head's query in input space
-    scores = torch.bmm(q, h.transpose(1, 2))  # (B, H, L)
-    if bias is not None:
-        scores = scores + bias[:, :, 0]  # (1 or B, H, 1, L) -> (1 or B, H, L)
-    mixed = torch.bmm(scores.softmax(dim=-1), h).transpose(0, 1)  # (H, B, d): each head's weighted inputs
-    out = torch.baddbmm(b_v, mixed, w_v).transpose(0, 1).reshape(B, d)  # (B, H * dh): the heads' values
-    return F.linear(out, attn.out_proj.weight, attn.out_proj.bias)
-
-
-# ---------------------------------------------------------------------------------------------
-# 6. Exact match (notebooks 02 and 04)
-# ---------------------------------------------------------------------------------------------
-
-
-@torch.no_grad()
-def exact_match_rows(model: DecoderOnlyLM, batch: Batch) -> Tensor:
-    """(B,) bool: every target symbol and EOS is the argmax given the true prefix.
-
-    Equivalent to greedy decoding reproducing the whole answer: if every step's argmax is the
-    true token, greedy decoding follows the true prefix; at the first wrong argmax, it fails.
-    """
-    logits = model(batch.inputs, positions=batch.positions[:, :-1])
-    hit = (logits.argmax(-1) == batch.targets) | ~batch.loss_mask
-    return hit.all(dim=1)
-
-
-def eval_generator(task: str, n: int, seed: int) -> torch.Generator:
-    """The evaluation sequences depend only on (task, n, seed): the same for every model."""
-    digest = hashlib.sha256(f"{task}/{n}/{seed}".encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
-
-
-def exact_match_by_length(
-    model: DecoderOnlyLM,
-    task: str | Task,
-    lengths: Iterable[int],
-    n_per_length: int = 256,
-    seed: int = 1234,
-    batch_size: int = 256,
-) -> dict[int, float]:
-    """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced).
-    `task`: a registered name, or a task in its format (`RunConfig.make_task`)."""
-    t = get_task(task) if isinstance(task, str) else task
-    lengths = list(lengths)
-    for name, value in (("n_per_length", n_per_length), ("batch_size", batch_size)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-    for n in lengths:
-        if not isinstance(n, int | np.integer) or isinstance(n, bool):
-            raise ValueError(f"lengths must be integers; got {n!r}")
-        t.check_size(int(n))
-    was_training = model.training
-    model.eval()
-    out: dict[int, float] = {}
-    for n in lengths:
-        g = eval_generator(t.key, n, seed)
-        batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g, t)
-        hits = [
-            exact_match_rows(model, _slice_batch(batch, i, i + batch_size)) for i in range(0, n_per_length, batch_size)
-        ]
-        out[int(n)] = float(torch.cat(hits).float().mean())
-    model.train(was_training)
-    return out
-
-
-def _slice_batch(b: Batch, i: int, j: int) -> Batch:
-    return Batch(b.tokens[i:j], b.positions[i:j], b.segments[i:j], b.loss_mask[i:j])
-
-
-def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
-    """(B,) bool by step-by-step greedy generation from [BOS, prompt, SEP]: the slow reference.
-    Every row has one size (a `single_length_batch`); the answer is compared where it is scored."""
-    sep = int((batch.tokens[0] == SEP).nonzero()[0]) + 1
-    prompt, answer = batch.tokens[:, :sep], batch.tokens[:, sep:]
-    was_training = model.training
-    model.eval()
-    generated = model.generate(prompt, answer.shape[1])[:, sep:]
-    model.train(was_training)
-    return ((generated == answer) | ~batch.loss_mask[:, sep - 1 :]).all(dim=1)
-
-
-# ---------------------------------------------------------------------------------------------
-# 7. Verification against PyTorch, and pictures (notebooks 01 and 02)
-# ---------------------------------------------------------------------------------------------
-# The original encoder-decoder Transformer, built from the same blocks, and loaders that copy
-# PyTorch's own modules' weights into ours, so that outputs can be compared; then the checks
-# notebook 02 prints (and the tests assert), and notebook 01's pictures.
-
-
-class Seq2SeqTransformer(nn.Module):
-    """The original encoder-decoder Transformer (Vaswani et al. 2017) from the same blocks.
-
-    Sinusoidal positions added to sqrt(d)-scaled embeddings; the encoder sees all of the source
-    (minus padding), the decoder is causal and cross-attends to the encoder's output. Like
-    torch.nn.Transformer, both stacks end in a LayerNorm.
-    """
-
-    def __init__(
-        self,
-        src_vocab: int,
-        tgt_vocab: int,
-        d_model: int = 64,
-        n_heads: int = 4,
-        n_layers: int = 3,
-        d_ff: int = 256,
-        pre_norm: bool = False,
-        dropout: float = 0.0,
-    ):
-        super().__init__()
-        self.d_model = d_model
-        self.src_emb = nn.Embedding(src_vocab, d_model)
-        self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
-        self.encoder = nn.ModuleList(Block(d_model, n_heads, d_ff, pre_norm, dropout) for _ in range(n_layers))
-        self.decoder = nn.ModuleList(
-            Block(d_model, n_heads, d_ff, pre_norm, dropout, cross=True) for _ in range(n_layers)
-        )
-        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.generator = nn.Linear(d_model, tgt_vocab)
-        self.drop = nn.Dropout(dropout)
-
-    def _embed(self, emb: nn.Embedding, tokens: Tensor) -> Tensor:
-        x = emb(tokens) * math.sqrt(self.d_model)
-        return self.drop(x + sinusoidal_table(torch.arange(tokens.shape[1], device=tokens.device), self.d_model))
-
-    def encode(self, src: Tensor) -> Tensor:
-        x, mask = self._embed(self.src_emb, src), padding_mask(src)
-        for block in self.encoder:
-            x, _ = block(x, mask=mask)
-        return self.encoder_norm(x)
-
-    def decode(self, tgt: Tensor, memory: Tensor, src: Tensor) -> Tensor:
-        x = self._embed(self.tgt_emb, tgt)
-        mask = causal_mask(tgt.shape[1], device=tgt.device)
-        for block in self.decoder:
-            x, _ = block(x, memory=memory, memory_mask=padding_mask(src), mask=mask)
-        return self.decoder_norm(x)
-
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        return self.generator(self.decode(tgt, self.encode(src), src))
-
-    @torch.no_grad()
-    def greedy_decode(self, src: Tensor, max_len: int, bos: int = BOS, eos: int = EOS) -> Tensor:
-        memory = self.encode(src)
-        out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-        for _ in range(max_len):
-            nxt = self.generator(self.decode(out, memory, src)[:, -1]).argmax(-1, keepdim=True)
-            out = torch.cat([out, nxt], dim=1)
-            if bool((out == eos).any(dim=1).all()):
-                break
-        return out
-
-
-# PyTorch's own modules serve as references: copy their weights into ours, compare outputs.
-
-
-def load_mha_weights(ours: MultiHeadAttention, ref: nn.MultiheadAttention) -> None:
-    """Copy torch.nn.MultiheadAttention's weights into ours (same stacked q, k, v layout)."""
-    with torch.no_grad():
-        ours.in_proj.weight.copy_(ref.in_proj_weight)
-        ours.in_proj.bias.copy_(ref.in_proj_bias)
-        ours.out_proj.weight.copy_(ref.out_proj.weight)
-        ours.out_proj.bias.copy_(ref.out_proj.bias)
-
-
-def _load_block(ours: Block, ref: nn.Module) -> None:
-    load_mha_weights(ours.self_attn, ref.self_attn)
-    norms = [(ours.norm1, ref.norm1), (ours.norm2, ref.norm2)]
-    if ours.cross_attn is not None:  # decoder layer: norm1 self, norm2 cross, norm3 feed-forward
-        load_mha_weights(ours.cross_attn, ref.multihead_attn)
-        norms = [(ours.norm1, ref.norm1), (ours.norm_cross, ref.norm2), (ours.norm2, ref.norm3)]
-    with torch.no_grad():
-        for mine, theirs in norms + [(ours.ffn[0], ref.linear1), (ours.ffn[3], ref.linear2)]:
-            mine.weight.copy_(theirs.weight)
-            mine.bias.copy_(theirs.bias)
-
-
-def load_torch_transformer_weights(ours: Seq2SeqTransformer, ref: nn.Transformer) -> None:
-    """Copy every weight of torch.nn.Transformer (batch_first, ReLU) into our encoder-decoder."""
-    for mine, theirs in zip(ours.encoder, ref.encoder.layers):
-        _load_block(mine, theirs)
-    for mine, theirs in zip(ours.decoder, ref.decoder.layers):
-        _load_block(mine, theirs)
-    with torch.no_grad():
-        for mine, theirs in [(ours.encoder_norm, ref.encoder.norm), (ours.decoder_norm, ref.decoder.norm)]:
-            mine.weight.copy_(theirs.weight)
-            mine.bias.copy_(theirs.bias)
-
-
-@torch.no_grad()
-def torch_transformer_reference(ours: Seq2SeqTransformer, ref: nn.Transformer, src: Tensor, tgt: Tensor) -> Tensor:
-    """torch.nn.Transformer's decoder output on our embeddings of (src, tgt), to compare with ours.decode."""
-    src_pad = src == PAD
-    return ref(
-        ours._embed(ours.src_emb, src),
-        ours._embed(ours.tgt_emb, tgt),
-        tgt_mask=~causal_mask(tgt.shape[1]),
-        src_key_padding_mask=src_pad,
-        memory_key_padding_mask=src_pad,
-    )
-
-
-@dataclass
-class Check:
-    """A numerical check: its largest absolute difference against a reference, and a tolerance."""
-
-    name: str
-    max_abs_diff: float
-    tolerance: float
-
-    @property
-    def passed(self) -> bool:
-        return self.max_abs_diff <= self.tolerance
-
-    def row(self) -> dict[str, str]:
-        """What is checked and its verdict, the same on every CPU: the tolerance and pass/FAIL.
-        The difference itself is left out; its last bits depend on which kernels the CPU runs
-        (AVX2, AVX-512, ...), so printing it would make the notebook's output machine-dependent."""
-        tol = "exact" if self.tolerance == 0 else f"max |diff| <= {self.tolerance:.0e}"
-        return {"check": self.name, "tolerance": tol, "result": "pass" if self.passed else "FAIL"}
-
-
-def checks_table(checks: Sequence[Check]):
-    import pandas as pd
-
-    return pd.DataFrame([c.row() for c in checks]).set_index("check")
-
-
-def _maxdiff(a: Tensor, b: Tensor) -> float:
-    return float((a - b).detach().abs().max())
-
-
-def check_attention_vs_torch(seed: int = 0) -> list[Check]:
-    """Our written-out attention against F.scaled_dot_product_attention, four ways."""
-    g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(2, 4, 7, 16, generator=g) for _ in range(3))
-    pad = padding_mask(torch.tensor([[5] * 7, [5] * 4 + [PAD] * 3]))
-    bias = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(7), torch.arange(7))
-    cases = {
-        "no mask": (None, None),
-        "causal mask": (causal_mask(7), None),
-        "padding mask": (pad, None),
-        "causal mask + ALiBi bias": (causal_mask(7), bias),
-    }
-    out = []
-    for name, (mask, b) in cases.items():
-        ours, _ = scaled_dot_product_attention(q, k, v, mask, b)
-        attn_mask = mask if b is None else b.masked_fill(~mask, float("-inf"))
-        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        out.append(Check(f"attention vs F.scaled_dot_product_attention, {name}", _maxdiff(ours, ref), 1e-5))
-    return out
-
-
-def check_mha_vs_torch(seed: int = 0) -> list[Check]:
-    """Our multi-head attention against nn.MultiheadAttention with the same weights."""
-    torch.manual_seed(seed)
-    ref, ours = nn.MultiheadAttention(64, 4, batch_first=True).eval(), MultiHeadAttention(64, 4).eval()
-    load_mha_weights(ours, ref)
-    x, mem, mask = torch.randn(3, 10, 64), torch.randn(3, 12, 64), causal_mask(10)
-    r, rw = ref(x, x, x, attn_mask=~mask, average_attn_weights=False)
-    o, ow = ours(x, mask=mask, need_weights=True)
-    rc, _ = ref(x, mem, mem)
-    oc, _ = ours(x, memory=mem)
-    return [
-        Check("multi-head attention vs nn.MultiheadAttention, causal: output", _maxdiff(o, r), 1e-5),
-        Check("multi-head attention vs nn.MultiheadAttention, causal: weights", _maxdiff(ow, rw), 1e-5),
-        Check("multi-head cross-attention vs nn.MultiheadAttention", _maxdiff(oc, rc), 1e-5),
-    ]
-
-
-def check_seq2seq_vs_torch(pre_norm: bool, seed: int = 0) -> Check:
-    """Our encoder-decoder against nn.Transformer with every weight copied across."""
-    torch.manual_seed(seed)
-    ours = Seq2SeqTransformer(VOCAB_SIZE, VOCAB_SIZE, pre_norm=pre_norm).eval()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        ref = nn.Transformer(64, 4, 3, 3, 256, dropout=0.0, batch_first=True, norm_first=pre_norm).eval()
-    load_torch_transformer_weights(ours, ref)
-    src, tgt = torch.randint(N_SPECIAL, VOCAB_SIZE, (4, 11)), torch.randint(N_SPECIAL, VOCAB_SIZE, (4, 9))
-    src[1, 7:] = PAD
-    with warnings.catch_warnings():  # PyTorch's notes on its nested-tensor fast path
-        warnings.simplefilter("ignore", UserWarning)
-        diff = _maxdiff(ours.decode(tgt, ours.encode(src), src), torch_transformer_reference(ours, ref, src, tgt))
-    return Check(f"encoder-decoder vs nn.Transformer ({'pre' if pre_norm else 'post'}-LN)", diff, 1e-4)
-
-
-@torch.no_grad()
-def check_masks() -> list[Check]:
-    """The causal mask against PyTorch's, and padding: no attention weight lands on a PAD key."""
-    ref = ~torch.isinf(nn.Transformer.generate_square_subsequent_mask(12))
-    m = DecoderOnlyLM(ModelConfig())
-    model_weights = m(torch.randint(N_SPECIAL, VOCAB_SIZE, (2, 12)), return_internals=True)[1].attentions
-    above_diagonal = max(float(w.triu(1).abs().max()) for w in model_weights)
-    src = torch.tensor([[5, 6, 7, PAD, PAD]])
-    _, w = MultiHeadAttention(64, 4)(torch.randn(1, 5, 64), mask=padding_mask(src), need_weights=True)
-    return [
-        Check(
-            "causal mask vs nn.Transformer.generate_square_subsequent_mask", float((causal_mask(12) != ref).sum()), 0.0
-        ),
-        Check("decoder attention weight above the diagonal (every layer)", above_diagonal, 0.0),
-        Check("attention weight on PAD keys under the padding mask", float(w[..., 3:].abs().max()), 0.0),
-    ]
-
-
-def check_cache(
-    encoding: str, batch: int = 8, prompt_len: int = 16, new_tokens: int = 32, seed: int = 0, kind: str = "auto"
-) -> Check:
-    """Cached (`kind` as in `new_cache`) against uncached greedy generation: tokens must be
-    identical, logits within 1e-5."""
-    torch.manual_seed(seed)
-    m = DecoderOnlyLM(ModelConfig(encoding=encoding)).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(0.1 * torch.randn_like(p))  # off the init, so biases and tables matter
-    prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (batch, prompt_len))
-    a, la = m.generate(prompt, new_tokens, use_cache=True, return_logits=True, cache_kind=kind)
-    b, lb = m.generate(prompt, new_tokens, use_cache=False, return_logits=True)
-    diff = _maxdiff(la, lb) if torch.equal(a, b) else float("inf")
-    cache = m.new_cache(batch, 1, kind).kind  # what "auto" chose
-    return Check(f"{cache} cache vs uncached generation, {encoding} (tokens identical; logits)", diff, 1e-5)
-
-
-def check_exact_match(
-    model: DecoderOnlyLM, label: str, task: str = "reverse", lengths: Sequence[int] = (4, 6, 8, 12), n: int = 128
-) -> tuple[Check, int]:
-    """Teacher-forced exact match against step-by-step greedy decoding, row by row.
-    Returns the check and how many rows were exactly right (of len(lengths) * n)."""
-    disagree, right = 0, 0
-    for length in lengths:
-        batch = single_length_batch(get_task(task), length, n, eval_generator(task, length, 99))
-        fast, slow = exact_match_rows(model, batch), greedy_exact_match(model, batch)
-        disagree += int((fast != slow).sum())
-        right += int(fast.sum())
-    return Check(
-        f"teacher-forced exact match vs greedy decoding, {label} (rows that differ)", float(disagree), 0.0
-    ), right
-
-
-def parameter_counts():
-    """Trainable weights of the study's model under each encoding (a pandas table)."""
-    import pandas as pd
-
-    rows = []
-    for enc in encoding_names():
-        m = DecoderOnlyLM(ModelConfig(encoding=enc))
-        rows.append(
-            {
-                "encoding": enc,
-                "parameters": m.num_parameters(),
-                "of which positional": sum(p.numel() for p in m.pos.parameters()),
-            }
-        )
-    return pd.DataFrame(rows).set_index("encoding")
-
-
-def plot_encodings(path: Path | None = None):
-    """One picture per encoding family: sinusoidal table, RoPE, ALiBi bias, T5 buckets."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
-    im = ax[0, 0].imshow(sinusoidal_table(torch.arange(99), 64).T, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
-    ax[0, 0].set(title="Sinusoidal: table added to the embeddings", xlabel="position", ylabel="dimension")
-    fig.colorbar(im, ax=ax[0, 0], label="value")
-    q = torch.ones(1, 1, 1, 16)
-    distance = torch.arange(0, 99)
-    for frac, style in [(1.0, "-"), (0.25, "--")]:
-        rot = Rotary(ModelConfig(encoding="rope", rope_fraction=frac))
-        scores = [
-            (rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16
-            for d in distance
-        ]
-        ax[0, 1].plot(distance, scores, style, label=f"rotate {frac:.0%} of dims")
-    ax[0, 1].set(
-        title="RoPE: score of q = k = 1 against distance",
-        xlabel="query - key distance",
-        ylabel="q.k / dh after rotation",
-    )
-    ax[0, 1].legend()
-    alibi = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(20), torch.arange(20))[0]
-    masked = alibi.masked_fill(~causal_mask(20), float("nan"))
-    im = ax[1, 0].imshow(masked[0], cmap="viridis")
-    ax[1, 0].set(
-        title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
-        xlabel="key position",
-        ylabel="query position",
-    )
-    fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
-    d = torch.arange(0, 200)
-    ax[1, 1].plot(d, t5_bucket(d), label="32 buckets, max distance 128")
-    ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
-    ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
-    ax[1, 1].set(
-        title="T5: distance -> bucket (a learned bias per bucket, head)", xlabel="query - key distance", ylabel="bucket"
-    )
-    ax[1, 1].legend()
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------
-# 8. Training one run (notebook 03)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class RunConfig:
-    """One training run. Defaults are the study's settings (the seed write-up's, see README)."""
-
-    task: str = "copy"
-    model: ModelConfig = field(default_factory=ModelConfig)  # model.encoding names the encoding
-    task_options: dict[str, str] = field(default_factory=dict)  # the task's format (`Task.options`)
-    seed: int = ranged(0, 0)
-    train_min_len: int = ranged(1, 1)
-    train_max_len: int = ranged(16, 1)
-    batch_size: int = ranged(64, 1)
-    steps: int = ranged(5000, 0)  # 0: an untrained baseline, evaluated and recorded as such
-    lr: float = ranged(1e-3, 0, above=True)
-    weight_decay: float = ranged(0.01, 0)
-    warmup_steps: int = ranged(250, 0)  # linear warm-up (at most `steps`), then cosine decay to zero
-    grad_clip: float = ranged(1.0, 0, above=True)
-    eval_max_len: int = ranged(48, 1)
-    eval_per_length: int = ranged(256, 1)
-    eval_seed: int = ranged(1234, 0)  # apart from the training seeds: the same test set for every model
-    packed: bool = True  # pack sequences into rows; False: one per row, padded (same loss and gradients)
-    train_eos: bool = True  # False: EOS is left out of the loss, so the stop decision is never trained
-
-    def __post_init__(self) -> None:
-        if isinstance(self.model, dict):
-            self.model = ModelConfig(**self.model)
-        if not isinstance(self.model, ModelConfig):
-            raise ValueError(f"RunConfig.model must be a ModelConfig (or its dict); got {type(self.model).__name__}")
-        task = get_task(self.task, self.task_options)  # raises on an unknown task or option
-        # an option at its default is left out, so a run has one config (and one hash)
-        self.task_options = {k: v for k, v in sorted(self.task_options.items()) if v != task.options[k][0]}
-        check_ranges(self)
-        if self.steps > 0 and self.warmup_steps > self.steps:
-            raise ValueError(
-                f"RunConfig.warmup_steps={self.warmup_steps} is out of range; valid: an integer "
-                f">= 0 and <= steps ({self.steps})"
-            )
-        if task.max_size is not None and self.eval_max_len > task.max_size:
-            raise ValueError(
-                f"RunConfig.eval_max_len={self.eval_max_len} is out of range; task {self.task!r} "
-                f"has sizes up to {task.max_size}"
-            )
-        if not task.min_size <= self.train_min_len <= self.train_max_len <= self.eval_max_len:
-            raise ValueError(
-                f"need {task.min_size} <= train_min_len ({self.train_min_len}) <= train_max_len ({self.train_max_len}) "
-                f"<= eval_max_len ({self.eval_max_len}) (task {self.task!r} starts at size {task.min_size})"
-            )
-        longest = task.sequence_length(self.eval_max_len)
-        if self.model.encoding == "learned" and longest > self.model.max_positions:
-            raise ValueError(
-                f"eval_max_len={self.eval_max_len} needs {longest} positions for task {self.task!r} but the "
-                f"learned table has max_positions={self.model.max_positions}"
-            )
-
-    @property
-    def encoding(self) -> str:
-        return self.model.encoding
-
-    @property
-    def name(self) -> str:
-        return f"{self.make_task().key}-{self.encoding}-s{self.seed}"
-
-    def make_task(self) -> Task:
-        """The run's task, in its format."""
-        return get_task(self.task, self.task_options)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
-        return cls(**d)
-
-    @property
-    def hash(self) -> str:
-        return config_hash(self.to_dict(), TRAINING_REVISION)
-
-
-# Bump when a change to the training or evaluation code changes what a run produces: every
-# config hash changes with it, so the sweep re-runs the grid instead of serving records that the
-# old code made. Revision 1 was the first grid; 2 packs batches by scatter, shares the relative
-# bias across packed rows, and uses PyTorch's fused AdamW (same data, float-level differences).
-TRAINING_REVISION = 2
-
-
-# Config fields added after the grid was trained, with the value every earlier run had. At that
-# value a field is left out of the hash, so earlier runs keep their names and records; any other
-# value names a new run.
-LATER_FIELDS: dict[str, Any] = {
-    "packed": True,
-    "model.scale_embeddings": False,
-    "model.attention_temperature": 1.0,
-    "model.log_length_scaling": 0,
-    "model.random_positions": 0,
-    "model.position_coupling": False,
-    "train_eos": True,
-    "task_options": {},
-}
-
-
-def _hashed_fields(config: dict[str, Any]) -> dict[str, Any]:
-    out = json.loads(json.dumps(config))  # a deep copy
-    for key, default in LATER_FIELDS.items():
-        *parents, leaf = key.split(".")
-        node = out
-        for p in parents:
-            node = node.get(p, {})
-        if node.get(leaf, default) == default:
-            node.pop(leaf, None)
-    return out
-
-
-def config_hash(config: dict[str, Any], revision: int = TRAINING_REVISION) -> str:
-    """12 hex digits naming a run: its full config and the revision of the code that trains it."""
-    blob = json.dumps(_hashed_fields(config), sort_keys=True).encode()
-    if revision > 1:  # revision 1 hashed the config alone
-        blob += f"|revision={revision}".encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
-
-
-def make_model(config: RunConfig) -> DecoderOnlyLM:
-    """A fresh model for a run: its ModelConfig, with its task's vocabulary."""
-    return DecoderOnlyLM(config.model, config.make_task().vocab_size)
-
-
-def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
-    """RunConfig from names; overrides may set RunConfig fields or ModelConfig fields. A run of
-    fewer steps than the default warm-up warms up over all of them unless `warmup_steps` is given."""
-    if "steps" in overrides and "warmup_steps" not in overrides and isinstance(overrides["steps"], int):
-        overrides["warmup_steps"] = max(0, min(RunConfig.warmup_steps, overrides["steps"]))
-    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
-    return RunConfig(task=task, model=ModelConfig(encoding=encoding, **model_kw), seed=seed, **overrides)
-
-
-def lr_at(step: int, cfg: RunConfig) -> float:
-    """Linear warm-up to cfg.lr over warmup_steps, then cosine decay to zero at cfg.steps."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    return cfg.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-
-def make_optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
-    """AdamW as the study trains: PyTorch's fused kernel (one call for all tensors; the update
-    rule is AdamW's, only the float order of operations differs from the loop version)."""
-    return torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
-
-
-def training_batch(task: Task, cfg: RunConfig, generator: torch.Generator, packed: bool = True) -> Batch:
-    """batch_size sequences, each with n drawn uniformly from [train_min_len, train_max_len], at
-    the positions the model reads (`model_positions`); EOS left out of the loss if not `train_eos`."""
-    make = packed_training_batch if packed else padded_training_batch
-    batch = model_positions(cfg.model, make(task, training_lengths(cfg, generator), generator), generator, task)
-    if not cfg.train_eos:
-        batch.loss_mask = batch.loss_mask & (batch.targets != EOS)
-    return batch
-
-
-def batch_loss(model: DecoderOnlyLM, batch: Batch) -> Tensor:
-    """Mean cross-entropy over the target tokens (y1..ym, EOS) of every sequence in the batch."""
-    logits = model(batch.inputs, positions=batch.positions[:, :-1], segments=batch.segments[:, :-1])
-    return F.cross_entropy(logits[batch.loss_mask], batch.targets[batch.loss_mask])
-
-
-def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same folder, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are ordinary files
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    _atomic_write(path, lambda p: p.write_text(json.dumps(obj, indent=1)))
-
-
-def library_versions() -> dict[str, str]:
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "lengen": __version__,
-    }
-
-
-def _progress(iterable, total: int, desc: str, enabled: bool):
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, mininterval=1.0)
-
-
-class torch_threads:
-    """Run a block with n intra-op threads, then restore the previous count."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __enter__(self) -> None:
-        self.before = torch.get_num_threads()
-        torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.before)
-
-
-def train_run(
-    config: RunConfig, checkpoint: Path | None = None, checkpoint_every: int = 500, progress: bool = True
-) -> tuple[DecoderOnlyLM, dict[str, Any]]:
-    """Train one model and evaluate it at every length. Returns (model, record).
-
-    Runs on one thread (a model this small gains nothing from more, and a fixed count keeps the
-    result deterministic for a given config on a given machine). With `checkpoint`, state is
-    saved every `checkpoint_every` steps and an existing checkpoint is resumed from.
-    """
-    with torch_threads(1):
-        return _train_run(config, checkpoint, checkpoint_every, progress)
-
-
-@dataclass
-class _TrainingState:
-    """Everything a run carries from step to step, and what a checkpoint saves."""
-
-    model: DecoderOnlyLM
-    optimizer: torch.optim.Optimizer
-    data: torch.Generator  # draws every training batch
-    step: int = 0
-    losses: list[float] = field(default_factory=list)
-    tokens_seen: int = 0
-
-
-def _train_run(
-    config: RunConfig, checkpoint: Path | None, checkpoint_every: int, progress: bool
-) -> tuple[DecoderOnlyLM, dict[str, Any]]:
-    """Start (or resume), train, evaluate, record: the four parts below, in order."""
-    t0 = time.perf_counter()
-    state = _start(config, checkpoint)
-    resumed_from = state.step
-    t_train = time.perf_counter()
-    _train_steps(config, state, checkpoint, checkpoint_every, progress)
-    train_time = time.perf_counter() - t_train
-    t_eval = time.perf_counter()
-    em = exact_match_by_length(
-        state.model,
-        config.make_task(),
-        config.make_task().sizes(1, config.eval_max_len),
-        config.eval_per_length,
-        config.eval_seed,
-    )
-    timings = {"wall_time_s": None, "train_time_s": train_time, "eval_time_s": time.perf_counter() - t_eval}
-    record = _record(config, state, em, resumed_from, timings)
-    record["wall_time_s"] = time.perf_counter() - t0
-    return state.model, record
-
-
-def _start(config: RunConfig, checkpoint: Path | None) -> _TrainingState:
-    """A fresh model, optimizer and data stream from the run's seed; or, if `checkpoint` exists,
-    the state it saved (refused if it belongs to another config)."""
-    torch.manual_seed(config.seed)
-    model = make_model(config)
-    state = _TrainingState(model, make_optimizer(model, config), torch.Generator().manual_seed(config.seed))
-    if checkpoint is not None and checkpoint.exists():
-        saved = torch.load(checkpoint, weights_only=False)
-        if saved["config_hash"] != config.hash:
-            raise ValueError(
-                f"checkpoint {checkpoint} belongs to another config ({saved['config_hash']} != {config.hash})"
-            )
-        model.load_state_dict(saved["model"])
-        state.optimizer.load_state_dict(saved["optimizer"])
-        state.data.set_state(saved["data_rng"])
-        state.step, state.losses, state.tokens_seen = saved["step"], saved["losses"], saved["tokens_seen"]
-    return state
-
-
-def _train_steps(
-    config: RunConfig, state: _TrainingState, checkpoint: Path | None, checkpoint_every: int, progress: bool
-) -> None:
-    """From state.step to config.steps: draw a batch, step the optimizer, checkpoint now and then."""
-    task, model, opt = config.make_task(), state.model, state.optimizer
-    model.train()
-    for step in _progress(range(state.step, config.steps), config.steps - state.step, config.name, progress):
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step, config)
-        batch = training_batch(task, config, state.data, packed=config.packed)
-        loss = batch_loss(model, batch)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"run {config.name} ({config.hash}): loss became {loss.item()} at step {step}")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        opt.step()
-        state.losses.append(loss.item())
-        state.tokens_seen += int((batch.segments >= 0).sum())
-        state.step = step + 1
-        if checkpoint is not None and state.step % checkpoint_every == 0 and state.step < config.steps:
-            _save_checkpoint(config, state, checkpoint)
-
-
-def _save_checkpoint(config: RunConfig, state: _TrainingState, path: Path) -> None:
-    saved = dict(
-        config_hash=config.hash,
-        model=state.model.state_dict(),
-        optimizer=state.optimizer.state_dict(),
-        data_rng=state.data.get_state(),
-        losses=state.losses,
-        tokens_seen=state.tokens_seen,
-        step=state.step,
-    )
-    _atomic_write(path, lambda p: torch.save(saved, p))
-
-
-def _record(
-    config: RunConfig, state: _TrainingState, em: dict[int, float], resumed_from: int, timings: dict[str, Any]
-) -> dict[str, Any]:
-    """The run's JSON record: config and hash, versions, loss curve, exact match, timings."""
-    every = max(1, config.steps // 100)
-    losses, train_time = state.losses, timings["train_time_s"]
-    in_dist = [em[n] for n in config.make_task().sizes(config.train_min_len, config.train_max_len)]
-    return {
-        "name": config.name,
-        "config": config.to_dict(),
-        "config_hash": config.hash,
-        "training_revision": TRAINING_REVISION,
-        "versions": library_versions(),
-        "n_parameters": state.model.num_parameters(),
-        "resumed_from_step": resumed_from,
-        "loss_curve": {
-            "every": every,
-            "mean_loss": [float(np.mean(losses[i : i + every])) for i in range(0, len(losses), every)],
-        },
-        "exact_match": {str(n): v for n, v in em.items()},
-        "in_distribution_mean": float(np.mean(in_dist)),
-        "untrained_baseline": config.steps == 0,  # 0 steps: the model as initialised, evaluated
-        **timings,
-        "steps_per_s": (config.steps - resumed_from) / train_time if train_time > 0 else float("nan"),
-        "train_tokens_per_s": state.tokens_seen / max(train_time, 1e-9) if resumed_from == 0 else None,
-        "threads": torch.get_num_threads(),
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# 9. The sweep: resumable, parallel, any concurrent.futures executor (notebook 03)
-# ---------------------------------------------------------------------------------------------
-
-
-def grid(
-    tasks: Sequence[str] = ("copy", "reverse"),
-    encodings: Sequence[str] | None = None,
-    seeds: Sequence[int] = range(5),
-    **overrides: Any,
-) -> list[RunConfig]:
-    """Every (task, encoding, seed) combination, seed-major (a partial grid has whole seeds first).
-    `encodings` defaults to every registered encoding."""
-    encodings = encoding_names() if encodings is None else encodings
-    return [make_run(t, e, s, **dict(overrides)) for s in seeds for t in tasks for e in encodings]
-
-
-def sinusoidal_ablation(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
-    """Notebook 04's ablation: our sinusoidal models fail at n = 17, the baseline's (same model and
-    schedule) did not. Each candidate cause alone, on the grid's settings otherwise: token embeddings
-    scaled by sqrt(d_model) as in the original Transformer (copy and reverse), and padded instead of
-    packed batches (copy only: same loss and gradients up to float order, and 1.7x the compute)."""
-    return [make_run(t, "sinusoidal", s, scale_embeddings=True) for s in seeds for t in ("copy", "reverse")] + [
-        make_run("copy", "sinusoidal", s, packed=False) for s in seeds
-    ]
-
-
 PAPER_TASKS = ("addition", "sorting", "summation", "parity", "polynomial", "lego")
 
 
@@ -2624,552 +3707,9 @@ def task_grid(
 # such a task alone, never per encoding. Their records sit beside the 5,000-step ones (other hash).
 LONGER_STEPS: dict[str, int] = {"lego": 10_000, "addition": 10_000, "polynomial": 10_000}
 
-
-# Training interventions on the length-generalization cliff (notebook 09), each a way to make a
-# run from (task, encoding, seed); with none of them, a run is the grid's own.
-def random_positions_for(task: Task, eval_max_len: int = RunConfig.eval_max_len) -> int:
-    """P for randomized positions: three times the task's longest test sequence, rounded up to a
-    multiple of 64 (copy and reverse at n = 48 have 99 tokens: P = 320; with hints 195: P = 640)."""
-    return -(-3 * task.sequence_length(eval_max_len) // 64) * 64
-
-
-def intervention_run(intervention: str, task: str, encoding: str, seed: int = 0) -> RunConfig:
-    """The run of `task` and `encoding` under a named training intervention (`INTERVENTIONS`)."""
-    if intervention not in INTERVENTIONS:
-        raise _unknown("intervention", intervention, INTERVENTIONS)
-    return INTERVENTIONS[intervention](task, encoding, seed)
-
-
-def _rows_for(encoding: str, task: Task, random: bool = False) -> dict[str, int]:
-    """Randomized positions for the task if `random`, and a learned table with a row for every
-    position the run can read (the longest test sequence, or all P)."""
-    out = {"random_positions": random_positions_for(task)} if random else {}
-    rows = out.get("random_positions", task.sequence_length(RunConfig.eval_max_len))
-    return {**out, "max_positions": rows} if encoding == "learned" else out
-
-
-INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
-    "none": make_run,
-    # Ruoss et al. 2023: positions sampled from [0, P) in training and evaluation alike
-    "random positions": lambda t, e, s: make_run(t, e, s, **_rows_for(e, get_task(t), random=True)),
-    # the stop decision never trained: scored with the length given
-    "no EOS in loss": lambda t, e, s: make_run(t, e, s, train_eos=False),
-    # Zhou et al. 2023: the same task with index hints (a task of its own: `IndexHinted`)
-    "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"))),
-    # both: with positions random, a count of positions cannot stand in for the hints
-    "hints + random positions": lambda t, e, s: make_run(
-        f"{t}_hints", e, s, **_rows_for(e, get_task(f"{t}_hints"), random=True)
-    ),
-    # Cho et al. 2024: each answer query reads its source's position (for RoPE: notebook 09 says why)
-    "coupled positions": lambda t, e, s: make_run(t, e, s, position_coupling=True),
-    # both: every offset a test can ask about is trained, so attending to one's own position holds
-    "coupled + random positions": lambda t, e, s: make_run(
-        t, e, s, position_coupling=True, **_rows_for(e, get_task(t), random=True)
-    ),
-}
-
-
-def intervention_of(cfg: RunConfig) -> str | None:
-    """The name of the intervention (`INTERVENTIONS`) that makes this run, or None if none does."""
-    task = TASKS[cfg.task]
-    base = task.base if issubclass(task, IndexHinted) else cfg.task
-    return next((name for name, make in INTERVENTIONS.items() if make(base, cfg.encoding, cfg.seed) == cfg), None)
-
-
-def cliff_interventions() -> list[RunConfig]:
-    """Notebook 09's training runs, in the order they were queued: the seed-0 run of every
-    (intervention, encoding) tried, on copy and reverse, then seeds 1 and 2 of the one that held."""
-    seed0 = [
-        *[("index hints", e) for e in ("nope", "alibi")],
-        *[("no EOS in loss", e) for e in ("nope", "alibi")],
-        *[("random positions", e) for e in ("sinusoidal", "learned", "rope", "alibi", "t5")],
-        ("hints + random positions", "alibi"),  # added after ALiBi with hints alone still stopped at n = 16
-        ("coupled positions", "rope"),  # added after the three above held no length to n = 20
-        ("coupled + random positions", "rope"),  # added after coupled RoPE alone failed copy at n = 20
-        # it held 98-100% to n = 48: does it need RoPE's signed offsets?
-        *[("coupled + random positions", e) for e in ("learned", "alibi")],
-    ]
-    more = [("coupled + random positions", "rope", s) for s in (1, 2)]  # its spread over seeds
-    return [intervention_run(i, t, e, 0) for i, e in seed0 for t in ("copy", "reverse")] + [
-        intervention_run(i, t, e, s) for i, e, s in more for t in ("copy", "reverse")
-    ]
-
-
-# Named sets of runs for the command line (`sweep --grid NAME`), each with its own results folder
-# under results/ (the ablations are kept apart from the main grid).
-GRIDS: dict[str, tuple[Callable[[], list[RunConfig]], str]] = {
-    "main": (lambda: grid(), "."),
-    "sinusoidal-ablation": (sinusoidal_ablation, "ablations/sinusoidal"),
-    "paper-tasks": (lambda: [c for t in PAPER_TASKS for c in task_grid(t)], "."),  # task by task
-    **{t: (lambda t=t: task_grid(t), ".") for t in (*PAPER_TASKS, "scan", "pcfg")},  # one task's runs
-    **{f"{t}-longer": (lambda t=t, n=n: task_grid(t, steps=n), ".") for t, n in LONGER_STEPS.items()},
-    "cliff": (cliff_interventions, "interventions"),
-}
-
-
-def intervention_dir(intervention: str, results_dir: str | Path = RESULTS_DIR) -> Path:
-    """Where an intervention's runs are kept: the grid's folder for "none", else the sweep's own."""
-    if intervention not in INTERVENTIONS:
-        raise _unknown("intervention", intervention, INTERVENTIONS)
-    return Path(results_dir) if intervention == "none" else Path(results_dir) / GRIDS["cliff"][1]
-
-
-def record_path(results_dir: Path, cfg: RunConfig) -> Path:
-    return Path(results_dir) / "runs" / f"{cfg.name}-{cfg.hash}.json"
-
-
-def weights_path(results_dir: Path, cfg: RunConfig) -> Path:
-    return Path(results_dir) / "weights" / f"{cfg.name}-{cfg.hash}.pt"
-
-
-def checkpoint_path(results_dir: Path, cfg: RunConfig) -> Path:
-    return Path(results_dir) / "checkpoints" / f"{cfg.name}-{cfg.hash}.pt"
-
-
-class CorruptRecord(ValueError):
-    pass
-
-
-def read_record(path: Path) -> dict[str, Any]:
-    """A run record, checked for completeness; raises CorruptRecord naming the file and the fault."""
-    try:
-        rec = json.loads(Path(path).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CorruptRecord(f"{path}: not valid JSON ({e})") from None
-    missing = [k for k in ("config", "config_hash", "exact_match", "loss_curve") if k not in rec]
-    if missing:
-        raise CorruptRecord(f"{path}: incomplete record, missing {', '.join(missing)}")
-    try:
-        cfg_hash = config_hash(RunConfig.from_dict(rec["config"]).to_dict(), rec.get("training_revision", 1))
-    except (TypeError, ValueError) as e:
-        raise CorruptRecord(f"{path}: its config is not a valid RunConfig ({e})") from None
-    if cfg_hash != rec["config_hash"]:
-        raise CorruptRecord(f"{path}: config does not match its hash {rec['config_hash']}")
-    return rec
-
-
-def extension_classes(configs: Sequence[RunConfig]) -> bytes | None:
-    """The encoding and task classes that `configs` use and this module does not define, pickled
-    for worker processes, or None. A worker started by spawn or forkserver (macOS's default,
-    Python 3.14's, Dask's) imports this module afresh and knows only its own classes; a class from
-    a notebook cell or a script's __main__ cannot be imported there, so it travels by value
-    (cloudpickle), and one from an importable module by reference."""
-    classes = {ENCODINGS[c.encoding] for c in configs} | {TASKS[c.task] for c in configs}
-    extra = sorted((c for c in classes if c.__module__ != __name__), key=lambda c: c.__qualname__)
-    if not extra:
-        return None
-    import cloudpickle
-
-    return cloudpickle.dumps(extra)
-
-
-def register_extensions(payload: bytes | None) -> None:
-    """In a worker: register the classes `extension_classes` sent (where a name is already taken by
-    the same class, nothing changes)."""
-    if payload is None:
-        return
-    import pickle
-
-    for cls in pickle.loads(payload):
-        (register_encoding if issubclass(cls, PositionalEncoding) else register_task)(cls)
-
-
-def run_and_save(
-    config: RunConfig | dict,
-    results_dir: str | Path,
-    save_weights: bool = True,
-    progress: bool = False,
-    extensions: bytes | None = None,
-) -> dict[str, Any]:
-    """Train one run (resuming from its checkpoint), then write weights and record atomically.
-
-    The sweep's unit of work; top level so any executor can pickle it. The weights (about 0.6 MB
-    a run) are kept so that notebook 05 can inspect every seed's model without retraining.
-    `extensions` registers user-defined classes first (`extension_classes`).
-    """
-    register_extensions(extensions)
-    cfg = config if isinstance(config, RunConfig) else RunConfig.from_dict(config)
-    results_dir = Path(results_dir)
-    ckpt = checkpoint_path(results_dir, cfg)
-    model, record = train_run(cfg, checkpoint=ckpt, progress=progress)
-    if save_weights:
-        _atomic_write(weights_path(results_dir, cfg), lambda p: torch.save(model.state_dict(), p))
-    _atomic_json(record_path(results_dir, cfg), record)
-    ckpt.unlink(missing_ok=True)
-    return record
-
-
-IN_CI = bool(os.environ.get("CI"))  # continuous integration reads committed results, never trains
-
-
-def sweep(
-    configs: Sequence[RunConfig],
-    results_dir: str | Path = RESULTS_DIR,
-    executor: Executor | None = None,
-    max_workers: int | None = None,
-    progress: bool = True,
-    train: bool = True,
-) -> list[dict[str, Any]]:
-    """Run what `results_dir` lacks; return every config's record, in the order given.
-    With train=False, missing runs are an error that names them instead.
-
-    Done runs are found by config hash, so a changed setting never gets a stale record. A corrupt
-    record is reported by name, kept beside as `.corrupt`, and its run re-done. A run that was
-    killed resumes from its last checkpoint. By default one process per core, one thread each;
-    pass any concurrent.futures-style executor (e.g. a Dask client's) to run elsewhere.
-    """
-    results_dir = Path(results_dir)
-    t0, started = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
-    records: dict[str, dict] = {}
-    todo: list[RunConfig] = []
-    for cfg in configs:
-        path = record_path(results_dir, cfg)
-        if path.exists():
-            try:
-                records[cfg.hash] = read_record(path)
-                continue
-            except CorruptRecord as e:
-                keep = path.with_suffix(f".corrupt-{int(time.time())}")
-                print(f"sweep: {e}; moved to {keep.name} and re-running {cfg.name}", file=sys.stderr)
-                path.rename(keep)
-        todo.append(cfg)
-    if todo and not train:
-        raise FileNotFoundError(
-            f"{len(todo)} runs have no record in {results_dir} and training is off: "
-            f"{', '.join(c.name for c in todo[:5])}{' ...' if len(todo) > 5 else ''}"
-        )
-    if todo:
-        own = executor is None
-        workers = min(max_workers or os.cpu_count() or 1, len(todo)) if own else None
-        if own:
-            executor = ProcessPoolExecutor(max_workers=workers)  # train_run uses one thread
-        try:
-            extensions = extension_classes(todo)
-            futures = {
-                executor.submit(run_and_save, cfg.to_dict(), str(results_dir), True, False, extensions): cfg
-                for cfg in todo
-            }
-            for fut in _progress(as_completed(futures), len(futures), "sweep", progress):
-                cfg = futures[fut]
-                records[cfg.hash] = fut.result()
-        finally:
-            if own:
-                executor.shutdown(cancel_futures=True)
-        log = {
-            "started": started,
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "runs": len(configs),
-            "tasks": sorted({c.task for c in configs}),
-            "steps": sorted({c.steps for c in configs}),
-            "trained": len(todo),
-            "workers": workers,
-            "executor": None if own else type(executor).__name__,
-            "cpus": os.cpu_count(),
-            "training_revision": TRAINING_REVISION,
-        }
-        with open(results_dir / "sweeps.jsonl", "a") as f:  # one line per sweep that trained: its wall time
-            f.write(json.dumps(log) + "\n")
-    return [records[cfg.hash] for cfg in configs]
-
-
-# ---------------------------------------------------------------------------------------------
-# 10. Analysis: records -> tables, figures, rankings with their uncertainty (notebooks 03 and 04)
-# ---------------------------------------------------------------------------------------------
-
-PUBLISHED_DIR = RESULTS_DIR / "published"
-
-
-def load_grid(
-    configs: Sequence[RunConfig] | None = None, results_dir: str | Path = RESULTS_DIR
-) -> list[dict[str, Any]]:
-    """The records of `configs` (default: the study's grid); names what is missing or corrupt."""
-    configs = grid() if configs is None else configs
-    missing = [c.name for c in configs if not record_path(Path(results_dir), c).exists()]
-    if missing:
-        raise FileNotFoundError(
-            f"{len(missing)} of {len(configs)} runs have no record in {results_dir} (e.g. {', '.join(missing[:3])}); "
-            "run `make study` or `python -m lengen_helpers sweep` to train them"
-        )
-    return [read_record(record_path(Path(results_dir), c)) for c in configs]
-
-
-def load_available(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR):
-    """(the records of `configs` that exist, the names of those that do not): for a report on a
-    grid still being trained."""
-    have = [c for c in configs if record_path(Path(results_dir), c).exists()]
-    return [read_record(record_path(Path(results_dir), c)) for c in have], [c.name for c in configs if c not in have]
-
-
-def learned_in_distribution(df, bar: float = 0.9):
-    """Per task: the best encoding's mean exact match (over seeds) at the training sizes, and whether
-    it reaches `bar` (the study's test of whether a task is learned at all)."""
-    import pandas as pd
-
-    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
-    best = df[df["n"] <= top].groupby(["task", "encoding"])["exact_match"].mean().groupby(level="task").max()
-    return pd.DataFrame({"best in-distribution exact match (%)": (100 * best).round(1), "learned": best >= bar})
-
-
-def exact_match_frame(records: Sequence[dict[str, Any]]):
-    """Long table: one row per (task, encoding, seed, n) with exact match in [0, 1]."""
-    import pandas as pd
-
-    rows = [
-        {
-            "task": get_task(r["config"]["task"], r["config"].get("task_options")).key,  # with its format
-            "encoding": r["config"]["model"]["encoding"],
-            "seed": r["config"]["seed"],
-            "n": int(n),
-            "exact_match": v,
-        }
-        for r in records
-        for n, v in r["exact_match"].items()
-    ]
-    order = {e: i for i, e in enumerate(ENCODINGS)}  # registry order: nope, sinusoidal, learned, ...
-    df = pd.DataFrame(rows, columns=["task", "encoding", "seed", "n", "exact_match"])  # columns even when empty
-    df = df.astype({"seed": "int64", "n": "int64", "exact_match": "float64"})
-    return df.sort_values(
-        ["task", "encoding", "seed", "n"], key=lambda c: c.map(order) if c.name == "encoding" else c, ignore_index=True
-    )
-
-
-def longest_at_least(em_by_n: dict[int, float], threshold: float = 0.9) -> int:
-    """The largest n such that every length 1..n scores at least `threshold` (0 if n = 1 fails)."""
-    longest = 0
-    for n in sorted(em_by_n):
-        if em_by_n[n] < threshold:
-            break
-        longest = n
-    return longest
-
-
-def per_run_metrics(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
-    """One row per run: mean exact match over n = 1..train_max, at each length in `at`, and the
-    longest n whose every shorter length is at least 90% (all in %, lengths in tokens)."""
-    import pandas as pd
-
-    rows = []
-    for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"], sort=False):
-        em = dict(zip(g["n"], g["exact_match"]))
-        row = {
-            "task": task,
-            "encoding": enc,
-            "seed": seed,
-            f"n = 1-{train_max}": 100 * float(np.mean([em[n] for n in range(1, train_max + 1)])),
-        }
-        row.update({f"n = {n}": 100 * em[n] for n in at})
-        row["longest n >= 90%"] = longest_at_least(em)
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
-    """The seed write-up's table: mean ± population std over seeds, per task and encoding."""
-    runs = per_run_metrics(df, train_max, at)
-    cols = [c for c in runs.columns if c not in ("task", "encoding", "seed")]
-    out = []
-    for (task, enc), g in runs.groupby(["task", "encoding"], sort=False):
-        row = {"task": task, "encoding": label(enc), "seeds": len(g)}
-        for c in cols:
-            row[c] = f"{g[c].mean():.1f} ± {g[c].std(ddof=0):.1f}"
-        out.append(row)
-    import pandas as pd
-
-    return pd.DataFrame(out).set_index(["task", "encoding"])
-
-
-def plot_by_length(
-    table,
-    value: str,
-    ylabel: str,
-    title: str,
-    path: Path | None = None,
-    train_max: int | dict[str, int] = 16,
-    scale: float = 1.0,
-    band: bool = True,
-    line_label: Callable[[str], str] | None = None,
-    ylim: tuple[float, float] | None = None,
-    colors: dict[str, str] | None = None,
-    styles: dict[str, str] | None = None,
-    xlabel: str = "input length n (symbols)",
-):
-    """One panel per task (three to a row), one line per encoding against n: the mean over seeds
-    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked
-    (`train_max`: one for every panel, or one per task)."""
-    import matplotlib.pyplot as plt
-
-    tasks = list(dict.fromkeys(table["task"]))
-    cols = min(3, len(tasks))
-    rows = math.ceil(len(tasks) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), sharey=True, squeeze=False)
-    for ax in axes.flat[len(tasks) :]:
-        ax.remove()
-    for ax, task in zip(axes.flat, tasks):
-        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
-            stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
-            name = line_label(enc) if line_label else f"{label(enc)} ({g['seed'].nunique()} seeds)"
-            ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
-            color = (colors or {}).get(enc) or encoding_color(enc)
-            ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
-            if band:
-                ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
-        top = train_max[task] if isinstance(train_max, dict) else train_max
-        ax.axvline(top, color="black", ls=":", lw=1, label=f"longest training n = {top}")
-        ax.set(title=f"{task}: {title}", xlabel=xlabel, ylabel=ylabel)
-        if ylim is not None:
-            ax.set_ylim(*ylim)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
-
-
-def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16):
-    """Exact match against n (mean over seeds; band = min to max)."""
-    return plot_by_length(
-        df,
-        "exact_match",
-        "exact match (%, band = min-max over seeds)",
-        "exact match against length",
-        path,
-        train_max,
-        scale=100.0,
-        ylim=(-2, 102),
-    )
-
-
-def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
-    """Training loss against step, one panel per task, mean over seeds per encoding (log scale)."""
-    import matplotlib.pyplot as plt
-
-    tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        by_enc: dict[str, list] = {}
-        for r in records:
-            if r["config"]["task"] == task:
-                by_enc.setdefault(r["config"]["model"]["encoding"], []).append(r["loss_curve"])
-        for enc, curves in by_enc.items():
-            every = curves[0]["every"]
-            mean = np.mean([c["mean_loss"] for c in curves], axis=0)
-            ax.plot(
-                np.arange(len(mean)) * every + every,
-                mean,
-                color=encoding_color(enc),
-                label=f"{label(enc)} ({len(curves)} seeds)",
-            )
-        ax.set(title=f"{task}: training loss", xlabel="step", ylabel="cross-entropy on targets (nats)", yscale="log")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
-
-
-def test_rows(df, test_lengths: Sequence[int] | None = range(17, 33)):
-    """The rows of `df` at the test lengths: `test_lengths` for every task, or with None each
-    task's own, L+1 to 2L for its training length L (17-32 for copy and reverse, 9-16 for the
-    paper's other tasks)."""
-    if test_lengths is not None:
-        return df[df["n"].isin(list(test_lengths))]
-    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
-    return df[(df["n"] > top) & (df["n"] <= 2 * top)]
-
-
-def reciprocal_ranks(df, test_lengths: Sequence[int] | None = range(17, 33)):
-    """One row per (task, seed) column, one column per encoding: 1 / rank of the encoding's mean
-    exact match over the test lengths in that column (1 = best; ties share the average rank).
-    A column that lacks an encoding (a grid still being trained) is left out: it cannot rank them all."""
-    acc = test_rows(df, test_lengths).groupby(["task", "seed", "encoding"])["exact_match"].mean().unstack("encoding")
-    acc = acc.dropna()
-    return 1.0 / acc.rank(axis=1, ascending=False, method="average")
-
-
-def mean_reciprocal_rank(df, test_lengths: Sequence[int] | None = range(17, 33)):
-    """The paper's aggregate: each encoding's reciprocal rank averaged over the (task, seed) columns."""
-    return reciprocal_ranks(df, test_lengths).mean().sort_values(ascending=False).rename("mean reciprocal rank")
-
-
-# Uncertainty: the seeds are a sample, so every ranking is resampled. A bootstrap draws the units
-# (seeds, or (task, seed) columns) with replacement and recomputes the statistic; a claim that
-# "A ranks above B" is stated as a finding only if it holds in at least 90% of the resamples.
-CLAIM_THRESHOLD = 0.9
-
-
-def bootstrap_means(units, n_boot: int = 10000, seed: int = 0) -> np.ndarray:
-    """(n_boot, columns): column means of `units` (rows = resampling units) over resampled rows."""
-    values = np.asarray(units, dtype=float)
-    draws = np.random.default_rng(seed).integers(0, len(values), size=(n_boot, len(values)))
-    return values[draws].mean(axis=1)
-
-
-def mrr_units(df, unit: str, test_lengths: Sequence[int] | None = range(17, 33)):
-    """The rows a bootstrap of the mean reciprocal rank resamples: unit="column", one row per
-    (task, seed) column; unit="seed", one row per seed (its columns on every task, averaged)."""
-    rr = reciprocal_ranks(df, test_lengths)
-    if unit == "column":
-        return rr
-    if unit == "seed":
-        return rr.groupby(level="seed").mean()
-    raise _unknown("bootstrap unit", unit, ["column", "seed"])
-
-
-def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: bool = True):
-    """P(row's statistic is better than column's) over the resamples; ties count half."""
-    import pandas as pd
-
-    b = boot if higher_is_better else -boot
-    p = (b[:, :, None] > b[:, None, :]).mean(0) + 0.5 * (b[:, :, None] == b[:, None, :]).mean(0)
-    np.fill_diagonal(p, np.nan)
-    return pd.DataFrame(p, index=list(names), columns=list(names))
-
-
-def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):
-    """Per column of `units`: the mean, its 95% bootstrap interval, and how often it is the best."""
-    import pandas as pd
-
-    boot = bootstrap_means(units, n_boot, seed)
-    best = (boot if higher_is_better else -boot).argmax(axis=1)
-    out = pd.DataFrame(
-        {
-            "mean": np.asarray(units, dtype=float).mean(0),
-            "95% low": np.percentile(boot, 2.5, axis=0),
-            "95% high": np.percentile(boot, 97.5, axis=0),
-            "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot),
-        },
-        index=list(units.columns),
-    )
-    return out.sort_values("mean", ascending=not higher_is_better)
-
-
-def ranking_claims(
-    units_by_scheme: dict[str, Any],
-    n_boot: int = 10000,
-    seed: int = 0,
-    higher_is_better: bool = True,
-    threshold: float = CLAIM_THRESHOLD,
-) -> list[str]:
-    """Each neighbouring pair in the order of the means, with the probability under each bootstrap
-    scheme (name -> its units, same columns) that the first is ahead. "A > B" only where every
-    scheme gives at least `threshold`; else "A ~ B: not distinguishable here"."""
-    first_units = next(iter(units_by_scheme.values()))
-    names = list(first_units.columns)
-    means = np.asarray(first_units, dtype=float).mean(0)
-    order = np.argsort(-means if higher_is_better else means, kind="stable")
-    probs = {
-        k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
-        for k, u in units_by_scheme.items()
-    }
-    out = []
-    for a, b in zip(order[:-1], order[1:]):
-        first, second = label(names[a]), label(names[b])
-        shown = ", ".join(f"{k} {p[a, b]:.0%}" for k, p in probs.items())
-        sure = min(p[a, b] for p in probs.values()) >= threshold
-        out.append(
-            f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})"
-        )
-    return out
+GRIDS["paper-tasks"] = (lambda: [c for t in PAPER_TASKS for c in task_grid(t)], ".")  # task by task
+GRIDS.update({t: (lambda t=t: task_grid(t), ".") for t in (*PAPER_TASKS, "scan", "pcfg")})  # one task's runs
+GRIDS.update({f"{t}-longer": (lambda t=t, n=n: task_grid(t, steps=n), ".") for t, n in LONGER_STEPS.items()})
 
 
 # Ranking across tasks, two ways (notebook 07). The study's statistic: six encodings, each task's
@@ -3186,27 +3726,12 @@ PAPER_SPLITS = {
 PAPER_ROW_ORDER = ("rope", "alibi", "t5", "sinusoidal", "nope")  # its table's rows: ties favour the first
 
 
-def task_of_key(key: str) -> Task:
-    """The task a `Task.key` names ("addition.paper": addition in its paper format)."""
-    name, *values = key.split(".")
-    task = get_task(name)
-    options = {}
-    for value in values:
-        option = next((k for k, valid in task.options.items() if value in valid[1:]), None)
-        if option is None:
-            raise ValueError(f"task key {key!r}: {value!r} is no option value of task {name!r}")
-        options[option] = value
-    return get_task(name, options)
-
-
 def ood_scores(df, pooled: bool = False):
     """One row per (task, seed), one column per encoding: exact match out of distribution, over
     each task's test sizes L+1..2L. The mean over sizes (the study's), or `pooled`: weighted as the
     paper's test files pool them (`Task.size_weights`: SCAN by its commands per size, the paper's
     addition by its pairs of digit counts; uniform otherwise)."""
-    import pandas as pd
-
-    test = test_rows(df, None)
+    test = ood_rows(df, None)
     parts = []
     for key, part in test.groupby("task"):
         sizes = sorted(part["n"].unique())
@@ -3260,8 +3785,6 @@ def paper_mrr(scores, order: Sequence[str] = PAPER_ROW_ORDER, splits: dict[str, 
 def paper_mrr_over_orders(scores, splits: dict[str, int] | None = PAPER_SPLITS):
     """The paper's statistic under every one of the 120 row orders (its ties are broken by row
     order): each encoding's value at the paper's order, and its lowest and highest."""
-    import pandas as pd
-
     runs = pd.DataFrame([paper_mrr(scores, o, splits) for o in itertools.permutations(PAPER_ROW_ORDER)])
     out = pd.DataFrame({"paper's order": paper_mrr(scores, PAPER_ROW_ORDER, splits)})
     return out.assign(lowest=runs.min(), highest=runs.max()).sort_values("paper's order", ascending=False)
@@ -3312,8 +3835,6 @@ def paper_mrr_check(path: Path | None = None):
     shown reciprocal ranks, leave for its other columns a sum of reciprocal ranks per encoding that
     must lie between (columns) / 5 and (columns), and that adds up over the encodings to
     (columns) x (1 + 1/2 + .. + 1/5) if each column ranks five encodings without shared ranks."""
-    import pandas as pd
-
     pub = json.loads(Path(path or PUBLISHED_DIR / "paper_mrr_columns.json").read_text())
     order, total = pub["row_order"], sum(len(v) for v in pub["splits"].values()) * len(pub["seeds"])
     acc = pd.DataFrame(
@@ -3349,730 +3870,18 @@ def in_every_seed(scores, task: str) -> list[str]:
     return out
 
 
-def accuracy_units(df, task: str, test_lengths: Sequence[int] | None = range(17, 33)):
-    """One row per seed, one column per encoding: mean exact match over the test lengths on `task`
-    (the units of a per-task bootstrap)."""
-    test = test_rows(df[df["task"] == task], test_lengths)
-    return test.groupby(["seed", "encoding"])["exact_match"].mean().unstack("encoding")
-
-
-def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope: bool = False):
-    """One row per seed, one column per encoding: mean JSD to NoPE over `lengths` on `task`."""
-    keep = (jsd["task"] == task) & jsd["n"].isin(list(lengths)) & (with_nope | (jsd["encoding"] != "nope"))
-    return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
-
-
-def plot_mrr(units, paper: dict[str, float] | None = None, title: str = "", path: Path | None = None):
-    """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
-    `mrr_units`), and the paper's figure for each encoding it reports as a marker."""
-    import matplotlib.pyplot as plt
-
-    summary = bootstrap_summary(units)
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    x = np.arange(len(summary))
-    err = [summary["mean"] - summary["95% low"], summary["95% high"] - summary["mean"]]
-    ax.bar(
-        x,
-        summary["mean"],
-        yerr=err,
-        capsize=4,
-        color=[encoding_color(e) for e in summary.index],
-        label=f"ours ({len(units)} bootstrap units; bars: 95% interval)",
-    )
-    if paper:
-        known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
-        ax.scatter(
-            [i for i, _ in known], [v for _, v in known], color="black", marker="D", zorder=3, label="paper, ten tasks"
-        )
-    ax.set_xticks(x, [label(e) for e in summary.index])
-    ax.set(
-        title=title or "Mean reciprocal rank over (task, seed) columns",
-        ylabel="mean reciprocal rank",
-        xlabel="positional encoding",
-        ylim=(0, 1.05),
-    )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
-
-
-def paper_figures(path: Path | None = None) -> dict[str, Any]:
-    """The paper's published numbers, as quoted in results/published/paper.json."""
-    return json.loads(Path(path or PUBLISHED_DIR / "paper.json").read_text())
-
-
 def paper_test_accuracy(tasks: Sequence[str]):
     """The paper's test exact match (mean of 3 seeds) for those of `tasks` it reports: (encoding x task)."""
-    import pandas as pd
-
     paper = paper_figures()
     every = paper["ood_exact_match_mean_of_3_seeds"] | paper["ood_exact_match_other_tasks"]
     return pd.DataFrame({t: every[t] for t in tasks if t in every})
 
 
-def paper_rankings(path: Path | None = None) -> dict[str, list[str]]:
-    """The paper's order of the encodings (best first): per task from its copy and reverse test exact
-    match, and over its ten tasks from its mean reciprocal rank."""
-    paper = paper_figures(path)
-    order = lambda d: sorted(d, key=d.get, reverse=True)  # noqa: E731
-    out = {task: order(v) for task, v in paper["ood_exact_match_mean_of_3_seeds"].items()}
-    out["ten tasks (MRR)"] = order(paper["mean_reciprocal_rank_no_scratchpad"])
-    return out
-
-
-def training_lengths(cfg: RunConfig, generator: torch.Generator) -> list[int]:
-    """The sizes of one training batch: batch_size draws, uniform in [train_min_len, train_max_len]
-    unless the task weighs its sizes (`Task.size_weights`)."""
-    task = cfg.make_task()
-    sizes = task.sizes(cfg.train_min_len, cfg.train_max_len)
-    weights = task.size_weights(sizes)
-    if weights is None:
-        return torch.randint(cfg.train_min_len, cfg.train_max_len + 1, (cfg.batch_size,), generator=generator).tolist()
-    draws = torch.multinomial(weights.double(), cfg.batch_size, replacement=True, generator=generator)
-    return [sizes[i] for i in draws.tolist()]
-
-
-def training_inputs(cfg: RunConfig, max_len: int) -> dict[int, set[tuple[int, ...]]]:
-    """Every input sequence of length <= max_len that a run's training draws, replayed from its
-    data seed (the batches' own order of draws: lengths, then each length's inputs, shortest first)."""
-    task, g = cfg.make_task(), torch.Generator().manual_seed(cfg.seed)
-    seen: dict[int, set[tuple[int, ...]]] = {n: set() for n in range(1, max_len + 1)}
-    for _ in range(cfg.steps):
-        for n, idx in _draw_groups(training_lengths(cfg, g)).items():
-            x, _ = task.sample(n, len(idx), g)
-            if n <= max_len:
-                seen[n].update(map(tuple, x.tolist()))
-    return seen
-
-
-def eval_training_overlap(configs: Sequence[RunConfig], max_len: int = 6):
-    """Per length n <= max_len: how many of the evaluation's sequences the runs' training also drew
-    (mean over `configs`, in %), beside how many distinct inputs of length n exist."""
-    import pandas as pd
-
-    rows = []
-    for cfg in configs:
-        seen = training_inputs(cfg, max_len)
-        for n in range(1, max_len + 1):
-            task = cfg.make_task()
-            batch = single_length_batch(task, n, cfg.eval_per_length, eval_generator(cfg.task, n, cfg.eval_seed))
-            x = batch.tokens[:, 1 : 1 + task.prompt_length(n)]
-            hits = sum(tuple(row) in seen[n] for row in x.tolist())
-            rows.append(
-                {
-                    "n": n,
-                    "distinct inputs": (task.vocab_size - N_SPECIAL) ** task.prompt_length(n),
-                    "distinct inputs drawn in training": len(seen[n]),
-                    "evaluation sequences also in training (%)": 100 * hits / len(x),
-                }
-            )
-    return pd.DataFrame(rows).groupby("n").mean()
-
-
-def learned_rows_with_gradient(cfg: RunConfig) -> list[int]:
-    """The rows of the learned position table that receive a gradient from a training batch whose
-    sequences all have the longest training length (the rows training can move at all)."""
-    model = DecoderOnlyLM(ModelConfig(**{**asdict(cfg.model), "encoding": "learned"}))
-    batch = single_length_batch(cfg.make_task(), cfg.train_max_len, 4, torch.Generator().manual_seed(0))
-    batch_loss(model, batch).backward()
-    return model.pos.table.weight.grad.abs().sum(1).nonzero().flatten().tolist()
-
-
-def in_distribution_misses(records: Sequence[dict[str, Any]], bar: float = 0.95):
-    """Runs whose mean exact match over the training lengths is below `bar`, listed, not hidden."""
-    import pandas as pd
-
-    rows = [
-        {"run": r["name"], "in-distribution exact match (%)": round(100 * r["in_distribution_mean"], 1)}
-        for r in records
-        if r["in_distribution_mean"] < bar
-    ]
-    return pd.DataFrame(rows, columns=["run", "in-distribution exact match (%)"])
-
-
-def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv"):
-    """Our means beside the seed write-up's for the encodings it shares (exact match, %)."""
-    import pandas as pd
-
-    base = pd.read_csv(path, comment="#")
-    ours = per_run_metrics(df).groupby(["task", "encoding"]).mean(numeric_only=True)
-    rows = []
-    for _, b in base.iterrows():
-        o = ours.loc[(b["task"], b["encoding"])]
-        for col, key in [("n = 1-16", "1_16"), ("n = 17", "17"), ("n = 18", "18"), ("n = 20", "20")]:
-            rows.append(
-                {
-                    "task": b["task"],
-                    "encoding": label(b["encoding"]),
-                    "metric": col,
-                    "baseline (3 seeds)": b[f"mean_{key}"],
-                    "ours": round(o[col], 1),
-                }
-            )
-        rows.append(
-            {
-                "task": b["task"],
-                "encoding": label(b["encoding"]),
-                "metric": "longest n >= 90%",
-                "baseline (3 seeds)": b["longest_90"],
-                "ours": round(o["longest n >= 90%"], 1),
-            }
-        )
-    return pd.DataFrame(rows).pivot_table(
-        index=["task", "encoding"], columns="metric", values=["baseline (3 seeds)", "ours"], sort=False
-    )
-
-
-def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path = PUBLISHED_DIR / "paper.json"):
-    """Ours beside the paper: mean reciprocal rank and mean exact match over the test lengths
-    (the paper tests L+1..2L; here 17..32), for the encodings the paper reports."""
-    import pandas as pd
-
-    paper = json.loads(Path(path).read_text())
-    mrr = mean_reciprocal_rank(df[df["encoding"].isin(list(paper["mean_reciprocal_rank_no_scratchpad"]))], test_lengths)
-    test = df[df["n"].isin(list(test_lengths))].groupby(["task", "encoding"])["exact_match"].mean()
-    rows = []
-    for enc, paper_mrr in paper["mean_reciprocal_rank_no_scratchpad"].items():
-        row = {
-            "encoding": label(enc),
-            "MRR, paper (10 tasks)": paper_mrr,
-            "MRR, ours (copy, reverse)": round(mrr[enc], 3),
-        }
-        for task, vals in paper["ood_exact_match_mean_of_3_seeds"].items():
-            row[f"{task} test EM, paper"] = vals[enc]
-            row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("encoding")
-
-
-ABLATION_DIR = RESULTS_DIR / GRIDS["sinusoidal-ablation"][1]
-
-
-def setting_changes(config: dict[str, Any]) -> str:
-    """What a run's config changes from the grid's settings for its task, encoding and seed
-    ("scale_embeddings=True", "packed=False", ...), or "grid settings"."""
-    base = make_run(config["task"], config["model"]["encoding"], config["seed"]).to_dict()
-    changes = [f"{k}={v}" for k, v in config.items() if k != "model" and v != base.get(k)]
-    changes += [f"{k}={v}" for k, v in config["model"].items() if v != base["model"].get(k)]
-    return ", ".join(changes) or "grid settings"
-
-
-def settings_frame(records: Sequence[dict[str, Any]]):
-    """`exact_match_frame` with each run's `setting_changes` in the encoding column, so that the
-    grid's tables and plots compare settings of one encoding instead of encodings."""
-    import pandas as pd
-
-    frames = [exact_match_frame([r]).assign(encoding=setting_changes(r["config"])) for r in records]
-    return pd.concat(frames, ignore_index=True)
-
-
-def plot_settings_with_baseline(
-    frame,
-    encoding: str,
-    path: Path | None = None,
-    train_max: int = 16,
-    baseline: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv",
-):
-    """Exact match against n per setting (`settings_frame`), with the seed write-up's means for
-    `encoding` as black markers at the lengths it reports."""
-    import pandas as pd
-
-    fig = plot_by_length(
-        frame,
-        "exact_match",
-        "exact match (%, band = min-max over seeds)",
-        f"{label(encoding)}, exact match by setting",
-        None,
-        train_max,
-        scale=100.0,
-        ylim=(-2, 102),
-        line_label=lambda s: f"{s} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)",
-        colors={s: f"C{i}" for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
-        styles={s: "--" for s in frame["encoding"].unique() if s != "grid settings"},
-    )
-    base = pd.read_csv(baseline, comment="#")
-    for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
-        row = base[(base["task"] == task) & (base["encoding"] == encoding)].iloc[0]
-        ns = [16, 17, 18, 20, 24]
-        ax.errorbar(
-            ns,
-            [row[f"mean_{n}"] for n in ns],
-            yerr=[row[f"std_{n}"] for n in ns],
-            fmt="ko",
-            ms=4,
-            capsize=3,
-            label=f"baseline write-up ({int(row['seeds'])} seeds, mean ± std)",
-        )
-        ax.set_xlim(0, 30)
-        ax.legend(fontsize=8)
-    if path is not None:
-        fig.savefig(path, dpi=110)
-    return fig
-
-
-def sweep_log(results_dir: str | Path = RESULTS_DIR):
-    """Every sweep the command line ran, one row each: when, wall time, runs found and trained."""
-    import pandas as pd
-
-    path = Path(results_dir) / "sweeps.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    df = pd.DataFrame(
-        rows, columns=["started", "wall_s", "runs", "tasks", "steps", "trained", "workers", "cpus", "training_revision"]
-    )
-    df["wall_min"] = df["wall_s"] / 60
-    return df
-
-
-def throughput_table(records: Sequence[dict[str, Any]]):
-    """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
-    import pandas as pd
-
-    rows = [
-        {
-            "encoding": label(r["config"]["model"]["encoding"]),
-            "train time (s)": r["train_time_s"],
-            "eval time (s)": r["eval_time_s"],
-            "steps / s": r["steps_per_s"],
-            "tokens / s": r["train_tokens_per_s"],
-        }
-        for r in records
-    ]
-    return pd.DataFrame(rows).groupby("encoding", sort=False).mean().round(1)
-
-
 # ---------------------------------------------------------------------------------------------
-# 11. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE (notebook 05)
+# 13. How NoPE knows where it is: the paper's theorems as hand-set weights, and probes (notebook 08)
 # ---------------------------------------------------------------------------------------------
 
-ATTENTION_DIR = RESULTS_DIR / "attention"
-POINTER_SEED = 4321  # the inspection sequences, apart from training and evaluation
 
-
-def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
-    """A trained model of the study's grid, from its saved weights (loaded with weights_only=True)."""
-    return load_run_model(make_run(task, encoding, seed), results_dir)
-
-
-def load_run_model(cfg: RunConfig, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
-    """The trained model of any run, from its saved weights (loaded with weights_only=True)."""
-    path = weights_path(Path(results_dir), cfg)
-    if not path.exists():
-        raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
-    model = make_model(cfg)
-    model.load_state_dict(torch.load(path, weights_only=True))
-    return model.eval()
-
-
-def inspection_batch(
-    task: str, n: int, n_examples: int = 64, seed: int = POINTER_SEED, config: ModelConfig | None = None
-) -> Batch:
-    """The inspection sequences of size n (drawn apart from training and evaluation; another
-    `seed` draws another set, as the probes' test sequences are), at the positions a model of
-    `config` reads (randomized or coupled, if it was trained so)."""
-    if not isinstance(n_examples, int) or isinstance(n_examples, bool) or n_examples < 1:
-        raise ValueError(f"n_examples must be an integer >= 1; got {n_examples!r}")
-    t, g = get_task(task), eval_generator(task, n, seed)
-    batch = single_length_batch(t, n, n_examples, g)
-    return batch if config is None else model_positions(config, batch, g, t)
-
-
-@torch.no_grad()
-def attention_maps(model: DecoderOnlyLM, batch: Batch) -> Tensor:
-    """Every layer's attention on the batch's gold sequences: (layers, B, heads, T, T)."""
-    _, internals = model(batch.inputs, positions=batch.positions[:, :-1], return_internals=True)
-    return torch.stack(internals.attentions)
-
-
-def on_target(task: str, n: int) -> tuple[Tensor, Tensor]:
-    """(query index, key index) of each answer token: the query that predicts y_i sits at
-    SEP + i - 1 and its source, prompt token j, at index j (BOS is index 0)."""
-    t = get_task(task)
-    src = t.source_positions(n)
-    if src is None:
-        raise ValueError(
-            f"task {task!r} has no source token per answer token; pointer heads need one "
-            f"(tasks that have: {', '.join(inspectable_tasks())})"
-        )
-    P, A = t.prompt_length(n), t.answer_length(n)
-    if len(src) != A or not all(1 <= j <= P for j in src):
-        raise ValueError(f"task {task!r} at size {n}: source_positions must give {A} indices in 1..{P}, got {src}")
-    return torch.arange(P + 1, P + 1 + A), torch.tensor(src)
-
-
-def inspectable_tasks() -> list[str]:
-    """Registered tasks with a source token per answer token (what pointer heads look for)."""
-    return [name for name, cls in TASKS.items() if cls().source_positions(cls.min_size) is not None]
-
-
-def pointer_scores(model: DecoderOnlyLM, task: str, n: int, n_examples: int = 64) -> Tensor:
-    """(layers, heads): mean attention mass on the correct source, over output steps and sequences."""
-    att = attention_maps(model, inspection_batch(task, n, n_examples, config=model.config))
-    q, k = on_target(task, n)
-    return att[:, :, :, q, k].mean(dim=(1, 3))
-
-
-def pointer_head(model: DecoderOnlyLM, task: str, n: int = 16) -> tuple[int, int, float]:
-    """The (layer, head) that puts the most attention on the symbol it must output next, at n."""
-    scores = pointer_scores(model, task, n)
-    layer, head = divmod(int(scores.argmax()), scores.shape[1])
-    return layer, head, float(scores[layer, head])
-
-
-def _cached_rows(cache: Path | None, current: dict[tuple, tuple], hash_cols: Sequence[str]):
-    """Rows of a cached CSV, minus those for a wanted (task, encoding, seed) whose models changed.
-
-    Each row names its models by config hash (`hash_cols`); a row whose key is in `current` but
-    whose hashes differ was computed from other weights (an older grid) and is dropped, to be
-    recomputed. Rows for keys not asked about now are kept as they are."""
-    import pandas as pd
-
-    if cache is None or not Path(cache).exists():
-        return pd.DataFrame()
-    done = pd.read_csv(cache, dtype={c: str for c in hash_cols})  # hex digits, never numbers
-    if not set(hash_cols) <= set(done.columns):
-        return pd.DataFrame()  # written before rows named their models: recompute everything
-    keys = zip(done["task"], done["encoding"], done["seed"])
-    stale = [k in current and current[k] != tuple(h) for k, h in zip(keys, done[list(hash_cols)].values)]
-    if any(stale):
-        print(f"{Path(cache).name}: {sum(stale)} rows were computed from other weights; recomputing them")
-    return done[[not s for s in stale]].reset_index(drop=True)
-
-
-def per_model_table(
-    compute: Callable[[DecoderOnlyLM, str], Any],
-    tasks: Sequence[str],
-    encodings: Sequence[str] | None,
-    seeds: Sequence[int],
-    results_dir: str | Path,
-    cache: Path | None,
-    run: Callable[[str, str, int], RunConfig] = make_run,
-):
-    """The rows `compute(model, task)` gives (a DataFrame) for each trained model of the tasks,
-    encodings (default: every registered one) and seeds, each row with its task, encoding, seed and
-    config hash. The models are the grid's, or those `run(task, encoding, seed)` names (compute
-    then gets the run's own task). Computed once from the saved weights and cached as CSV: rows
-    whose model has other weights now are recomputed (`_cached_rows`), rows for models not asked
-    about are kept."""
-    import pandas as pd
-
-    encodings = encoding_names() if encodings is None else encodings
-    configs = {(t, e, s): run(t, e, s) for t in tasks for e in encodings for s in seeds}
-    current = {key: (cfg.hash,) for key, cfg in configs.items()}
-    done = _cached_rows(cache, current, ["config_hash"])
-    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
-    parts = [done]
-    for (task, enc, seed), (h,) in current.items():
-        if (task, enc, seed) not in have:
-            cfg = configs[task, enc, seed]
-            rows = compute(load_run_model(cfg, results_dir), cfg.task)
-            parts.append(rows.assign(task=task, encoding=enc, seed=seed, config_hash=h))
-    table = pd.concat(parts, ignore_index=True)
-    if len(parts) > 1 and cache is not None:
-        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
-    return table[want].reset_index(drop=True)
-
-
-def pointer_score_table(
-    tasks: Sequence[str] = ("copy", "reverse"),
-    encodings: Sequence[str] | None = None,
-    seeds: Sequence[int] = range(5),
-    lengths: Sequence[int] = range(1, 49),
-    choose_at: int = 16,
-    results_dir: str | Path = RESULTS_DIR,
-    cache: Path | None = ATTENTION_DIR / "pointer_scores.csv",
-):
-    """On-target score of each model's pointer head (chosen at n = choose_at) at every length.
-    Computed once from the saved weights and cached as CSV, each row with its model's config
-    hash; rows for the current models are reused. `encodings` defaults to every registered one."""
-    import pandas as pd
-
-    def compute(model: DecoderOnlyLM, task: str):
-        layer, head, _ = pointer_head(model, task, choose_at)
-        scores = [round(float(pointer_scores(model, task, n)[layer, head]), 6) for n in lengths]
-        return pd.DataFrame({"n": list(lengths), "layer": layer, "head": head, "on_target": scores})
-
-    table = per_model_table(compute, tasks, encodings, seeds, results_dir, cache)
-    return table[table["n"].isin(list(lengths))].reset_index(drop=True)
-
-
-def draw_attention(
-    task: str,
-    encoding: str,
-    seed: int,
-    layer: int,
-    head: int,
-    n: int,
-    example: int = 0,
-    ax=None,
-    results_dir: str | Path = RESULTS_DIR,
-    intervention: str = "none",
-) -> dict[str, Any]:
-    """Heatmap of one head on one gold sequence (output steps x all positions), on-target cells
-    ringed; returns what was drawn, including the model's greedy output against the target. The
-    model is the grid's, or that of a training `intervention` (notebook 09)."""
-    import matplotlib.pyplot as plt
-
-    cfg = intervention_run(intervention, task, encoding, seed)
-    model, task = load_run_model(cfg, intervention_dir(intervention, results_dir)), cfg.task
-    c = model.config
-    for name, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
-            valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
-            raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
-    batch = inspection_batch(task, n, max(64, example + 1), config=c)
-    head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
-    q, k = on_target(task, n)
-    rows = head_maps[example, q].numpy()
-    score = float(head_maps[:, q, k].mean())
-    sep = int(q[0])  # the query that predicts y_1 is SEP
-    own = c.random_positions or c.position_coupling  # positions the caches do not decode at
-    prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
-    generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
-    target = batch.tokens[example, sep + 1 :]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
-    ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
-    ax.scatter(
-        k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
-    )
-    ax.axvline(sep, color="white", lw=0.6, ls=":")
-    ax.legend(fontsize=7, loc="upper right")
-    ax.set(
-        title=f"{label(encoding)}{'' if intervention == 'none' else f' ({intervention})'} {task} L{layer}H{head}, "
-        f"n={n}: on-target {score:.2f}",
-        xlabel="key position (BOS, prompt, SEP, answer)",
-        ylabel="answer step i (predicting y_i)",
-    )
-    return {
-        "attention": rows,
-        "on_target": score,
-        "generated": generated.tolist(),
-        "target": target.tolist(),
-        "correct": bool(torch.equal(generated, target)),
-        "ax": ax,
-    }
-
-
-def plot_pointer_heads(
-    task: str,
-    encodings: Sequence[str] | None = None,
-    lengths: Sequence[int] = (16, 32),
-    path: Path | None = None,
-    results_dir: str | Path = RESULTS_DIR,
-):
-    """For each encoding's seed-0 model, its pointer head (chosen at n = 16) at each length."""
-    import matplotlib.pyplot as plt
-
-    encodings = encoding_names() if encodings is None else encodings
-    fig, axes = plt.subplots(
-        len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False
-    )
-    for row, enc in zip(axes, encodings):
-        layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
-        for ax, n in zip(row, lengths):
-            draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir)
-    fig.suptitle(f"{task}: each seed-0 model's pointer head at n = 16 and n = 32 (one example; score over 64)")
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
-    if path is not None:
-        fig.savefig(path, dpi=100)
-    return fig
-
-
-def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
-    """The pointer head's on-target score against length (mean over seeds; band = min to max)."""
-    return plot_by_length(
-        table,
-        "on_target",
-        "mean attention on the right source",
-        "pointer head on target",
-        path,
-        train_max,
-        ylim=(-0.02, 1.02),
-    )
-
-
-class AttentionExplorer:
-    """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
-    the heatmap through `draw_attention` and shows greedy output against target. It opens on the
-    pointer head of the chosen model and length (notebook 05's definition: the head with the most
-    attention on the right source), and the "pointer head" button jumps there after a change."""
-
-    def __init__(
-        self,
-        seeds: Sequence[int] = range(5),
-        results_dir: str | Path = RESULTS_DIR,
-        task: str = "reverse",
-        encoding: str = "nope",
-        n: int = 16,
-    ):
-        import ipywidgets as w
-
-        self.results_dir = results_dir
-        cfg = ModelConfig()
-        self.controls = {
-            "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
-            "encoding": w.Dropdown(options=list(encoding_names()), value=encoding, description="encoding"),
-            "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
-            "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
-            "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
-            "n": w.IntSlider(value=n, min=1, max=48, description="length n"),
-            "example": w.IntSlider(value=0, min=0, max=63, description="example"),
-        }
-        self.jump = w.Button(description="pointer head", tooltip="jump to the pointer head at this length")
-        self.jump.on_click(lambda _button: self.to_pointer_head())
-        # the heatmap as a PNG in an Image widget and the text under it: each redraw replaces both
-        # values at once (an Output widget cleared and refilled from a callback can lose the figure)
-        self.image = w.Image(format="png", layout=w.Layout(width="630px"))
-        self.caption = w.HTML()
-        controls = list(self.controls.values())
-        self.widget = w.VBox([w.HBox([*controls[:3], self.jump]), w.HBox(controls[3:]), self.image, self.caption])
-        self.widget.add_class("lengen-explorer")
-        self.last: dict[str, Any] = {}
-        self._quiet = True  # no redraw while the pointer head is being set
-        self.to_pointer_head()
-        for c in self.controls.values():
-            c.observe(lambda _change: None if self._quiet else self.redraw(), names="value")
-
-    @staticmethod
-    def trained_tasks(seeds: Sequence[int], results_dir: str | Path, task: str) -> list[str]:
-        """The inspectable tasks with a trained grid model of the first seed (and `task`): a task
-        such as copy_hints has a source per answer token but no grid models to show."""
-
-        def trained(t: str, e: str) -> bool:
-            try:
-                return weights_path(Path(results_dir), make_run(t, e, seeds[0])).exists()
-            except ValueError:  # no grid run of this task and encoding can be made (too few learned rows)
-                return False
-
-        return [t for t in inspectable_tasks() if t == task or any(trained(t, e) for e in encoding_names())]
-
-    def values(self) -> dict[str, Any]:
-        return {k: c.value for k, c in self.controls.items()}
-
-    def to_pointer_head(self) -> None:
-        """Set layer and head to the pointer head of the chosen model at the chosen length, and redraw."""
-        v = self.values()
-        model = load_model(v["task"], v["encoding"], v["seed"], self.results_dir)
-        layer, head, _ = pointer_head(model, v["task"], v["n"])
-        self._quiet = True
-        self.controls["layer"].value, self.controls["head"].value = layer, head
-        self._quiet = False
-        self.redraw()
-
-    def redraw(self) -> None:
-        import html
-        import io
-
-        from matplotlib.figure import Figure
-
-        v = self.values()
-        fig = Figure(figsize=(7, 4.5))  # not pyplot's: nothing is shown or kept open by accident
-        ax = fig.add_subplot()
-        args = (v["task"], v["encoding"], v["seed"], v["layer"], v["head"], v["n"], v["example"])
-        drawn = draw_attention(*args, ax=ax, results_dir=self.results_dir)
-        fig.tight_layout()
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=90)
-        verdict = "right" if drawn["correct"] else "wrong"
-        text = f"{ax.get_title()}\ntarget    {drawn['target']}\ngenerated {drawn['generated']}  ({verdict})"
-        self.image.value, self.caption.value = png.getvalue(), f"<pre>{html.escape(text)}</pre>"
-        self.last = {**v, **drawn, "title": ax.get_title()}
-
-
-def _jsd_rows(p: Tensor, q: Tensor) -> Tensor:
-    """Jensen-Shannon divergence (bits, in [0, 1]) between attention rows along the last axis."""
-    m = 0.5 * (p + q)
-    kl = lambda a: torch.special.xlogy(a, a).sum(-1) - torch.special.xlogy(a, m).sum(-1)  # noqa: E731
-    return 0.5 * (kl(p) + kl(q)) / math.log(2)
-
-
-@torch.no_grad()
-def jsd_to_reference(model: DecoderOnlyLM, reference: DecoderOnlyLM, task: str, n: int, n_examples: int = 10) -> float:
-    """The paper's similarity: per layer, JSD between every head of `model` and every head of
-    `reference` (row by row over the causal rows, averaged), minimum over all head pairs, then
-    the mean over layers and examples."""
-    batch = single_length_batch(get_task(task), n, n_examples, eval_generator(task, n, POINTER_SEED + 1))
-    a, b = attention_maps(model, batch), attention_maps(reference, batch)  # (L, B, H, T, T)
-    pair = _jsd_rows(a[:, :, :, None], b[:, :, None, :]).mean(-1)  # (L, B, H, H): averaged over rows
-    return float(pair.flatten(-2).min(-1).values.mean())
-
-
-def jsd_table(
-    tasks: Sequence[str] = ("copy", "reverse"),
-    encodings: Sequence[str] | None = None,
-    seeds: Sequence[int] = range(5),
-    lengths: Sequence[int] = range(2, 49, 2),
-    results_dir: str | Path = RESULTS_DIR,
-    cache: Path | None = ATTENTION_DIR / "jsd_to_nope.csv",
-):
-    """JSD of each encoding's seed-s model to the NoPE seed-s model at each length; for NoPE
-    itself, to the NoPE model of seed s + 1 (the floor: how far two NoPE runs differ). Cached
-    as CSV with both models' config hashes; rows for the current models are reused."""
-    import pandas as pd
-
-    encodings = encoding_names() if encodings is None else encodings
-    seeds = list(seeds)
-
-    def compared_seed(enc: str, s: int) -> int:  # NoPE is compared with the NoPE run of the next seed
-        return seeds[(seeds.index(s) + 1) % len(seeds)] if enc == "nope" else s
-
-    current = {
-        (t, e, s): (make_run(t, e, compared_seed(e, s)).hash, make_run(t, "nope", s).hash)
-        for t in tasks
-        for e in encodings
-        for s in seeds
-    }
-    done = _cached_rows(cache, current, ["config_hash", "reference_hash"])
-    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
-    rows, nope = [], {}
-    for (task, enc, s), (h, ref_h) in current.items():
-        if (task, enc, s) in have:
-            continue
-        for seed in {s, compared_seed(enc, s)} if enc == "nope" else {s}:
-            if (task, seed) not in nope:
-                nope[(task, seed)] = load_model(task, "nope", seed, results_dir)
-        model = nope[(task, compared_seed(enc, s))] if enc == "nope" else load_model(task, enc, s, results_dir)
-        for n in lengths:
-            rows.append(
-                {
-                    "task": task,
-                    "encoding": enc,
-                    "seed": s,
-                    "n": n,
-                    "jsd": round(jsd_to_reference(model, nope[(task, s)], task, n), 6),
-                    "config_hash": h,
-                    "reference_hash": ref_h,
-                }
-            )
-    table = pd.concat([done, pd.DataFrame(rows)], ignore_index=True) if rows else done
-    if rows and cache is not None:
-        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(seeds)
-    return table[want & table["n"].isin(list(lengths))].reset_index(drop=True)
-
-
-def plot_jsd(table, path: Path | None = None, train_max: int = 16):
-    """Each encoding's JSD to NoPE against length (mean over seeds and examples)."""
-    floor = lambda enc: "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)  # noqa: E731
-    return plot_by_length(
-        table,
-        "jsd",
-        "JSD to NoPE (bits; min over head pairs)",
-        "attention distance to NoPE",
-        path,
-        train_max,
-        band=False,
-        line_label=floor,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# 12. How NoPE knows where it is: the paper's theorems as hand-set weights, and probes (notebook 08)
-# ---------------------------------------------------------------------------------------------
-#
 # A causal decoder without positional encoding can still tell positions apart: attending
 # uniformly over its prefix, position t sees t + 1 tokens, and if only the first (BOS) carries a
 # value, the average is 1/(t+1) (the paper's Theorem 1). A second layer can then attend by
@@ -4241,7 +4050,7 @@ def check_nope_construction(n_positions: int, offset: int = 1, batch: int = 8, d
 
 @torch.no_grad()
 def hidden_states_by_position(
-    model: DecoderOnlyLM, task: str, sizes: Iterable[int], n_examples: int = 32, seed: int = POINTER_SEED
+    model: DecoderOnlyLM, task: str, sizes: Iterable[int], n_examples: int = 32, seed: int = INSPECTION_SEED
 ) -> tuple[list[Tensor], Tensor, Tensor]:
     """Every layer's hidden state (embeddings first) at every position of `n_examples` sequences
     of each size, drawn from `seed` (the inspection sequences by default): (per layer (rows, d),
@@ -4328,8 +4137,6 @@ def probe_errors(
     ('training' up to the longest training size, else 'longer') and region (prompt: BOS and the
     prompt; answer: SEP onwards): the mean absolute error in positions, the share of tokens read
     to within half a position, and the count."""
-    import pandas as pd
-
     t = get_task(task)
     train_x, train_pos, _ = hidden_states_by_position(model, task, train_sizes, n_examples)
     test_x, test_pos, test_n = hidden_states_by_position(model, task, test_sizes, n_examples, PROBE_TEST_SEED)
@@ -4372,8 +4179,6 @@ def position_probe_table(
 def first_layer_attention(model: DecoderOnlyLM, task: str, sizes: Iterable[int], n_examples: int = 32):
     """The first layer's attention per head and query position, over the inspection sequences of
     each size: the weight on BOS and the entropy (nats) beside log(t + 1), uniform attention's."""
-    import pandas as pd
-
     rows = []
     for n in sizes:
         att = attention_maps(model, inspection_batch(task, n, n_examples, config=model.config))[0]  # (B, H, T, T)
@@ -4416,8 +4221,6 @@ def first_layer_table(
 def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))):
     """Per (task, encoding, seed, layer, probe): the mean absolute error (positions) on held-out
     sequences of the training sizes, then on longer sequences at the positions within each band."""
-    import pandas as pd
-
     keys = ["task", "encoding", "seed", "layer", "probe"]
     t = table.assign(abs_sum=table["mae"] * table["count"])
     parts = {}
@@ -4433,8 +4236,6 @@ def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))
 def first_layer_summary(table, bands: dict[str, tuple[int, int]]):
     """Per (task, encoding, head) of `first_layer_table`: the mean over each band of query positions
     of the BOS weight times (t + 1) and of the entropy over log(t + 1) (both 1 for uniform attention)."""
-    import pandas as pd
-
     g = table.assign(
         bos_x_t1=table["bos_weight"] * (table["position"] + 1),
         entropy_ratio=table["entropy"] / table["uniform_entropy"],
@@ -4455,8 +4256,6 @@ def exact_match_cliff(df, level: float = 0.5):
     """Per (task, encoding, seed) of an exact-match frame: the largest size n up to which exact
     match stays at or above `level` at every size (`longest_at_least`), and the last position
     that size's answer reaches (the query that predicts EOS: prompt + answer + 1)."""
-    import pandas as pd
-
     rows = []
     for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"]):
         n = longest_at_least(dict(zip(g["n"], g["exact_match"])), level)
@@ -4466,32 +4265,43 @@ def exact_match_cliff(df, level: float = 0.5):
     return pd.DataFrame(rows)
 
 
-def construction_precision(sizes: Sequence[int] = (64, 140, 512, 1024, 2048, 4096), offset: int = 1):
+def construction_precision(
+    sizes: Sequence[int] = (64, 140, 512, 1024, 2048, 4096),
+    offset: int = 1,
+    cache: Path | None = PROBES_DIR / "construction_precision.csv",
+):
     """`check_nope_construction` in float32 at each size: per size and position, the readout
-    error, the attention on t - offset and whether the output is right."""
-    import pandas as pd
+    error, the attention on t - offset and whether the output is right. Float32 rounding differs
+    with a CPU's kernels, so the table is computed once and kept in `cache` (sizes not in it are
+    added): the figure drawn from it is the same on every machine."""
 
-    parts = []
-    for n in sizes:
+    def compute(n: int):
         r = check_nope_construction(n, offset, batch=2)
-        parts.append(
-            pd.DataFrame(
-                {
-                    "n_positions": n,
-                    "position": np.arange(n),
-                    "readout_error": r["readout_error"].double().numpy(),
-                    "attention_on_target": np.r_[[np.nan] * offset, r["attention_on_target"].double().numpy()],
-                    "output_right": np.r_[[True] * offset, r["output_right"].numpy()],
-                }
-            )
+        return pd.DataFrame(
+            {
+                "offset": offset,
+                "n_positions": n,
+                "position": np.arange(n),
+                "readout_error": r["readout_error"].double().numpy(),
+                "attention_on_target": np.r_[[np.nan] * offset, r["attention_on_target"].double().numpy()],
+                "output_right": np.r_[[True] * offset, r["output_right"].numpy()],
+            }
         )
-    return pd.concat(parts, ignore_index=True)
+
+    path = None if cache is None else Path(cache)
+    table = pd.read_csv(path) if path is not None and path.exists() else pd.DataFrame(columns=["offset", "n_positions"])
+    have = set(table.loc[table["offset"] == offset, "n_positions"])
+    new = [compute(n) for n in sizes if n not in have]
+    if new:
+        table = pd.concat([table, *new], ignore_index=True) if len(table) else pd.concat(new, ignore_index=True)
+        if path is not None:
+            _atomic_write(path, lambda p: table.to_csv(p, index=False))
+    keep = (table["offset"] == offset) & table["n_positions"].isin(list(sizes))
+    return table[keep].reset_index(drop=True)
 
 
 def plot_construction_precision(table, path: Path | None = None):
     """Readout error and layer 2's attention on its target against position, one line per size."""
-    import matplotlib.pyplot as plt
-
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.2))
     for n, g in table.groupby("n_positions"):
         a.plot(g["position"], g["readout_error"].clip(lower=1e-9), lw=1, label=f"built for {n} positions")
@@ -4514,8 +4324,7 @@ def plot_construction_precision(table, path: Path | None = None):
     for ax in (a, b):
         ax.legend(fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     return fig
 
 
@@ -4524,8 +4333,6 @@ def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path 
     held-out sequences of the training sizes; dashed: longer sequences), with the last position
     the training sizes reach and each model's exact-match cliff (`reach`, keyed 'task/encoding')
     marked."""
-    import matplotlib.pyplot as plt
-
     t = table[table["probe"] == probe]
     t = t.assign(abs_sum=t["mae"] * t["count"])
     panels = list(dict.fromkeys(zip(t["task"], t["encoding"])))
@@ -4553,16 +4360,13 @@ def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path 
         ax.remove()
     fig.suptitle(f"Reading the absolute position from each layer ({probe} probe, fitted on positions 0-{train_last})")
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     return fig
 
 
 def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
     """NoPE's first layer per head: the weight on BOS times (t + 1), which is 1 for uniform
     attention, and the entropy over log(t + 1), 1 for uniform, against the query position."""
-    import matplotlib.pyplot as plt
-
     tasks = list(dict.fromkeys(table["task"]))
     fig, axes = plt.subplots(2, len(tasks), figsize=(6.5 * len(tasks), 7), squeeze=False)
     for j, task in enumerate(tasks):
@@ -4581,14 +4385,198 @@ def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
             ax.set_xlabel("query position t")
             ax.legend(fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     return fig
 
 
 # ---------------------------------------------------------------------------------------------
-# 13. Where the models go wrong, and what moves the cliff: failure anatomy, interventions (notebook 09)
+# 14. Where the models go wrong, and what moves the cliff: failure anatomy, interventions (notebook 09)
 # ---------------------------------------------------------------------------------------------
+
+
+# Index hints (Zhou et al. 2023; notebook 09): each prompt symbol of a pointer task is preceded by a
+# hint token, a run of consecutive hints from a random start among `n_hints`, and each answer symbol
+# by the hint of the symbol it reproduces. Training then sees every hint and every step from one
+# hint to the next; the answer can point by content (the symbol after the same hint in the prompt)
+# and stop by content (the next hint is not in the prompt): neither needs a position.
+N_HINTS = 64
+
+
+class IndexHinted(Task):
+    """A pointer task (prompt of n symbols, `source_positions` defined) with index hints: prompt
+    [h_s, x_1, h_s+1, x_2, ..], answer [hint of y_1's source, y_1, ..]. Subclass with `base`."""
+
+    base: str = ""
+    n_hints: int = N_HINTS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = get_task(self.base)
+        if self.inner.source_positions(self.inner.min_size) is None or self.inner.prompt_length(2) != 2:
+            raise ValueError(f"index hints need a pointer task with n prompt symbols; {self.base!r} is not one")
+        self.symbols = (*self.inner.symbols, *(f"h{i}" for i in range(self.n_hints)))
+        self.min_size, self.train_max_size = self.inner.min_size, self.inner.train_max_size
+        self.max_size = self.n_hints if self.inner.max_size is None else min(self.n_hints, self.inner.max_size)
+
+    def prompt_length(self, n: int) -> int:
+        return 2 * self.inner.prompt_length(n)
+
+    def answer_length(self, n: int) -> int:
+        return 2 * self.inner.answer_length(n)
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        x, y = self.inner.sample(n, batch_size, generator)
+        start = torch.randint(0, self.n_hints - n + 1, (batch_size, 1), generator=generator)
+        hints = N_SPECIAL + len(self.inner.symbols) + start + torch.arange(n)  # (B, n) token ids
+        source = torch.tensor(self.inner.source_positions(n)) - 1
+        return torch.stack([hints, x], -1).flatten(1), torch.stack([hints[:, source], y], -1).flatten(1)
+
+    def source_positions(self, n: int) -> list[int]:
+        return [p for s in self.inner.source_positions(n) for p in (2 * s - 1, 2 * s)]
+
+
+@register_task
+class HintedCopy(IndexHinted):
+    name, base = "copy_hints", "copy"
+
+
+@register_task
+class HintedReverse(IndexHinted):
+    name, base = "reverse_hints", "reverse"
+
+
+def _sequence_index(segments: Tensor) -> tuple[Tensor, Tensor]:
+    """Each token's sequence, numbered across the batch (B, T; padding takes its row's first
+    number, so mask it with segments >= 0), and each sequence's length in tokens."""
+    per_row = int(segments.max()) + 1 if segments.numel() else 1
+    seq = torch.arange(segments.shape[0])[:, None] * per_row + segments.clamp_min(0)
+    real = seq[segments >= 0]
+    return seq, torch.zeros(segments.shape[0] * per_row, dtype=torch.long).index_add_(0, real, torch.ones_like(real))
+
+
+def randomize_positions(batch: Batch, n_positions: int, generator: torch.Generator) -> Batch:
+    """Ruoss et al. 2023's randomized positions: each sequence's positions 0..L-1 become a sorted
+    random sample of L distinct positions from [0, n_positions), so that training at short lengths
+    still visits every position an encoding can be asked about (notebook 09)."""
+    seg, offset = batch.segments, batch.positions.expand_as(batch.segments)
+    seq, lengths = _sequence_index(seg)
+    seq = seq[seg >= 0]
+    longest = int(lengths.max())
+    if longest > n_positions:
+        raise ValueError(f"a sequence of {longest} tokens cannot take distinct positions from [0, {n_positions})")
+    # the top-L of i.i.d. keys is a uniform L-subset; columns past a sequence's length sort last
+    keys = torch.rand(len(lengths), n_positions, generator=generator)
+    picked = keys.topk(longest, dim=1).indices
+    picked = torch.where(torch.arange(longest) < lengths[:, None], picked, n_positions + torch.arange(longest))
+    positions = torch.zeros_like(batch.segments)
+    positions[seg >= 0] = picked.sort(dim=1).values[seq, offset[seg >= 0]]
+    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
+
+
+def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
+    """Position coupling (Cho et al. 2024): each query of the answer (SEP, y_1, .., y_n) takes the
+    position of the prompt token whose copy it predicts (`Task.coupled_sources`), so that pointing
+    is attending to one's own position, at any length; the prompt keeps its positions. `offsets`
+    are each token's index in its sequence (the positions before any randomizing)."""
+    seg, positions = batch.segments, batch.positions.clone()
+    B, T = seg.shape
+    row = torch.arange(B)[:, None].expand(B, T)
+    start = torch.arange(T)[None, :] - offsets  # the column where each token's sequence starts
+    seq, lengths = _sequence_index(seg)
+    length = lengths[seq]  # each token's sequence length
+    for n in task.sizes(task.min_size, task.max_size or (T - 3)):
+        L_n = task.sequence_length(n)
+        if L_n > T:
+            break
+        sources = task.coupled_sources(n)
+        if sources is None:
+            raise ValueError(f"task {task.name!r} cannot couple positions: its answer does not walk its prompt")
+        first = task.prompt_length(n) + 1  # SEP's index: the first query of the answer
+        mask = (seg >= 0) & (length == L_n) & (offsets >= first) & (offsets <= first + task.answer_length(n))
+        source = torch.tensor(sources)[offsets[mask] - first]
+        positions[mask] = batch.positions[row[mask], start[mask] + source]
+    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
+
+
+# Training interventions on the length-generalization cliff (notebook 09), each a way to make a
+# run from (task, encoding, seed); with none of them, a run is the grid's own.
+def random_positions_for(task: Task, eval_max_len: int = RunConfig.eval_max_len) -> int:
+    """P for randomized positions: three times the task's longest test sequence, rounded up to a
+    multiple of 64 (copy and reverse at n = 48 have 99 tokens: P = 320; with hints 195: P = 640)."""
+    return -(-3 * task.sequence_length(eval_max_len) // 64) * 64
+
+
+def intervention_run(intervention: str, task: str, encoding: str, seed: int = 0) -> RunConfig:
+    """The run of `task` and `encoding` under a named training intervention (`INTERVENTIONS`)."""
+    if intervention not in INTERVENTIONS:
+        raise _unknown("intervention", intervention, INTERVENTIONS)
+    return INTERVENTIONS[intervention](task, encoding, seed)
+
+
+def _position_settings(encoding: str, task: Task, random: bool = False) -> dict[str, int]:
+    """Randomized positions for the task if `random`, and a learned table with a row for every
+    position the run can read (the longest test sequence, or all P)."""
+    out = {"random_positions": random_positions_for(task)} if random else {}
+    rows = out.get("random_positions", task.sequence_length(RunConfig.eval_max_len))
+    return {**out, "max_positions": rows} if encoding == "learned" else out
+
+
+INTERVENTIONS: dict[str, Callable[[str, str, int], RunConfig]] = {
+    "none": make_run,
+    # Ruoss et al. 2023: positions sampled from [0, P) in training and evaluation alike
+    "random positions": lambda t, e, s: make_run(t, e, s, **_position_settings(e, get_task(t), random=True)),
+    # the stop decision never trained: scored with the length given
+    "no EOS in loss": lambda t, e, s: make_run(t, e, s, train_eos=False),
+    # Zhou et al. 2023: the same task with index hints (a task of its own: `IndexHinted`)
+    "index hints": lambda t, e, s: make_run(f"{t}_hints", e, s, **_position_settings(e, get_task(f"{t}_hints"))),
+    # both: with positions random, a count of positions cannot stand in for the hints
+    "hints + random positions": lambda t, e, s: make_run(
+        f"{t}_hints", e, s, **_position_settings(e, get_task(f"{t}_hints"), random=True)
+    ),
+    # Cho et al. 2024: each answer query reads its source's position (for RoPE: notebook 09 says why)
+    "coupled positions": lambda t, e, s: make_run(t, e, s, position_coupling=True),
+    # both: every offset a test can ask about is trained, so attending to one's own position holds
+    "coupled + random positions": lambda t, e, s: make_run(
+        t, e, s, position_coupling=True, **_position_settings(e, get_task(t), random=True)
+    ),
+}
+
+
+def intervention_of(cfg: RunConfig) -> str | None:
+    """The name of the intervention (`INTERVENTIONS`) that makes this run, or None if none does."""
+    task = TASKS[cfg.task]
+    base = task.base if issubclass(task, IndexHinted) else cfg.task
+    return next((name for name, make in INTERVENTIONS.items() if make(base, cfg.encoding, cfg.seed) == cfg), None)
+
+
+def cliff_interventions() -> list[RunConfig]:
+    """Notebook 09's training runs, in the order they were queued: the seed-0 run of every
+    (intervention, encoding) tried, on copy and reverse, then seeds 1 and 2 of the one that held."""
+    seed0 = [
+        *[("index hints", e) for e in ("nope", "alibi")],
+        *[("no EOS in loss", e) for e in ("nope", "alibi")],
+        *[("random positions", e) for e in ("sinusoidal", "learned", "rope", "alibi", "t5")],
+        ("hints + random positions", "alibi"),  # added after ALiBi with hints alone still stopped at n = 16
+        ("coupled positions", "rope"),  # added after the three above held no length to n = 20
+        ("coupled + random positions", "rope"),  # added after coupled RoPE alone failed copy at n = 20
+        # it held 98-100% to n = 48: does it need RoPE's signed offsets?
+        *[("coupled + random positions", e) for e in ("learned", "alibi")],
+    ]
+    more = [("coupled + random positions", "rope", s) for s in (1, 2)]  # its spread over seeds
+    return [intervention_run(i, t, e, 0) for i, e in seed0 for t in ("copy", "reverse")] + [
+        intervention_run(i, t, e, s) for i, e, s in more for t in ("copy", "reverse")
+    ]
+
+
+GRIDS["cliff"] = (cliff_interventions, "interventions")
+
+
+def intervention_dir(intervention: str, results_dir: str | Path = RESULTS_DIR) -> Path:
+    """Where an intervention's runs are kept: the grid's folder for "none", else the sweep's own."""
+    if intervention not in INTERVENTIONS:
+        raise _unknown("intervention", intervention, INTERVENTIONS)
+    return Path(results_dir) if intervention == "none" else Path(results_dir) / GRIDS["cliff"][1]
+
 
 ANATOMY_DIR = RESULTS_DIR / "anatomy"
 
@@ -4612,18 +4600,15 @@ def failure_anatomy(
     """
     t = get_task(task)
     t.check_size(n)
-    g = eval_generator(task, n, seed)
-    batch = model_positions(model.config, single_length_batch(t, n, n_per_length, g), g, t)
-    was_training = model.training
-    model.eval()
-    logits = model(batch.inputs, positions=batch.positions[:, :-1])
-    model.train(was_training)
+    batch = evaluation_batch(t, n, n_per_length, seed, model.config)
+    with evaluating(model):
+        logits = model(batch.inputs, positions=batch.positions[:, :-1])
     target, scored = batch.targets, batch.loss_mask
     symbol, stop = scored & (target != EOS), scored & (target == EOS)
     pred = logits.argmax(-1)
     right = pred == target
     given = logits.index_fill(-1, torch.tensor([EOS]), float("-inf")).argmax(-1)  # EOS ruled out
-    exact = (right | ~scored).all(dim=1)
+    exact = exact_from_logits(logits, batch)
     wrong = scored & ~right
     first = wrong.float().argmax(dim=1)  # the first wrong column (0 where none)
     fail = ~exact
@@ -4645,8 +4630,6 @@ def failure_anatomy(
 
 def anatomy_rows(model: DecoderOnlyLM, task: str, lengths: Iterable[int]):
     """`failure_anatomy` at each length, one row each (rounded to 6 digits, as the caches keep them)."""
-    import pandas as pd
-
     return pd.DataFrame([{"n": n, **failure_anatomy(model, task, n)} for n in lengths]).round(6)
 
 
@@ -4668,8 +4651,6 @@ def failure_table(
 def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
     """Per task: exact match (solid) and exact match with the length given (dashed) against n, one
     colour per encoding: the gap between them is what the stop decision costs."""
-    import matplotlib.pyplot as plt
-
     tasks = list(dict.fromkeys(table["task"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.3), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
@@ -4687,13 +4668,44 @@ def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
         )
         ax.legend(fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     return fig
 
 
-# Attention-logit scaling at inference, on the committed grid models (no retraining): the same
-# weights under a config with `attention_temperature` or `log_length_scaling` set.
+# Attention-logit scaling at inference, on the committed grid models (no retraining): attached
+# from outside the model, through each attention's `hook_scores` (`scaled_attention`).
+def attention_scale(keys: Tensor, attention_temperature: float = 1.0, log_length_scaling: int = 0) -> Tensor:
+    """The factor on the content logits q.k / sqrt(dh) (never on a relative bias) of a query that
+    sees `keys` keys: 1 / attention_temperature, times max(1, log(keys) / log(N)) with
+    log_length_scaling = N (Chiang and Cholak 2022; kept at 1 within N keys, so a model sees its
+    training lengths unchanged). 0 turns the log-length factor off."""
+    if not attention_temperature > 0:
+        raise ValueError(f"attention_temperature must be a number > 0; got {attention_temperature!r}")
+    if log_length_scaling == 1 or log_length_scaling < 0:
+        raise ValueError(f"log_length_scaling must be 0 (off) or at least 2 (log 1 = 0); got {log_length_scaling!r}")
+    scale = torch.full(keys.shape, 1.0 / attention_temperature, dtype=torch.float64)
+    if log_length_scaling:
+        scale = scale * (keys.double().log() / math.log(log_length_scaling)).clamp_min(1.0)
+    return scale
+
+
+@contextlib.contextmanager
+def scaled_attention(model: DecoderOnlyLM, attention_temperature: float = 1.0, log_length_scaling: int = 0):
+    """Within the block, every self-attention of `model` scales its content logits by
+    `attention_scale` for the keys each query sees (causal: the last Tq queries of Tk keys see
+    Tk - Tq + 1, .., Tk), in the forward pass and in cached decoding alike; the weights and the
+    config are untouched, and leaving the block removes the hooks."""
+    attention_scale(torch.ones(1), attention_temperature, log_length_scaling)  # refuses bad settings now
+
+    def scale(scores: Tensor) -> Tensor:
+        tq, tk = scores.shape[-2:]
+        keys = torch.arange(tk - tq + 1, tk + 1, device=scores.device)
+        return scores * attention_scale(keys, attention_temperature, log_length_scaling).to(scores.dtype)[:, None]
+
+    with hooked((block.self_attn.hook_scores, scale) for block in model.blocks):
+        yield model
+
+
 SCALINGS: dict[str, dict[str, Any]] = {
     "none": {},
     "temperature 0.5": {"attention_temperature": 0.5},
@@ -4705,7 +4717,7 @@ SCALINGS: dict[str, dict[str, Any]] = {
 
 
 def with_config(model: DecoderOnlyLM, **fields: Any) -> DecoderOnlyLM:
-    """The same weights under a config with some fields changed (the attention scaling, say)."""
+    """The same weights under a config with some fields changed (randomized positions, say)."""
     other = DecoderOnlyLM(dataclasses.replace(model.config, **fields), model.vocab_size)
     other.load_state_dict(model.state_dict())
     return other.eval()
@@ -4723,13 +4735,12 @@ def scaling_table(
     """`failure_anatomy` of each seed-`seed` grid model under each scaling (named, with its
     fields) at each length. Each scaling's rows are a `per_model_table`, cached in a CSV named by
     its fields, so a new scaling computes only its own rows."""
-    import pandas as pd
-
     parts = []
     for name, fields in scalings.items():
 
         def compute(model: DecoderOnlyLM, task: str, fields: dict[str, Any] = fields):
-            return anatomy_rows(with_config(model, **fields), task, lengths)
+            with scaled_attention(model, **fields):
+                return anatomy_rows(model, task, lengths)
 
         spec = ",".join(f"{k}={v}" for k, v in sorted(fields.items())) or "none"
         cache = None if cache_dir is None else Path(cache_dir) / f"{spec}.csv"
@@ -4743,8 +4754,6 @@ def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 
     measured (up to `train_max`), over the `test` lengths, the same with the length given, and the
     longest n up to which every measured length keeps `threshold` (with and without the length
     given); exact match in %."""
-    import pandas as pd
-
     rows = []
     for (task, enc, setting), g in table.groupby(["task", "encoding", "setting"], sort=False):
         g = g.set_index("n").sort_index()
@@ -4783,14 +4792,14 @@ def intervention_table(
     """`failure_anatomy` at each length of every trained run of each intervention (runs without a
     record are skipped: a partly trained sweep reports what it has), with an `intervention` column.
     The grid's models ("none") share `failure_table`'s cache; the others have one each. With
-    `scaling` (fields of `SCALINGS`), the models are measured under it, in caches of their own."""
-    import pandas as pd
-
+    `scaling` (settings of `SCALINGS`: `scaled_attention`), the models are measured under it, in
+    caches of their own."""
     scaling = scaling or {}
     suffix = "".join(f",{k}={v}" for k, v in sorted(scaling.items()))
 
     def compute(model: DecoderOnlyLM, task: str):
-        return anatomy_rows(with_config(model, **scaling) if scaling else model, task, lengths)
+        with scaled_attention(model, **scaling):
+            return anatomy_rows(model, task, lengths)
 
     encodings = encoding_names() if encodings is None else encodings
     parts = []
@@ -4815,8 +4824,6 @@ def intervention_summary(table, threshold: float = 0.9, train_max: int = 16, at:
     """Per (intervention, task, encoding, seed) of `intervention_table`, in %: mean exact match
     over the training lengths (with EOS, and with the length given), exact match at n = `at` (both
     ways), and the longest n up to which every length keeps `threshold` (both ways)."""
-    import pandas as pd
-
     rows = []
     for key, g in table.groupby(["intervention", "task", "encoding", "seed"], sort=False):
         g = g.set_index("n").sort_index()
@@ -4850,8 +4857,6 @@ def plot_interventions(table, path: Path | None = None, train_max: int = 16):
     """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
     the intervention's models solid (the length given dashed), the same encodings' grid models
     dotted."""
-    import matplotlib.pyplot as plt
-
     tasks = list(dict.fromkeys(table["task"]))
     others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
     fig, axes = plt.subplots(len(others), len(tasks), figsize=(6 * len(tasks), 3.2 * len(others)), squeeze=False)
@@ -4880,14 +4885,14 @@ def plot_interventions(table, path: Path | None = None, train_max: int = 16):
             ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)", ylim=(-3, 103))
             ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     return fig
 
 
 # ---------------------------------------------------------------------------------------------
-# 14. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
+# 15. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
+
 
 BENCH_DIR = RESULTS_DIR / "benchmarks"
 
@@ -5095,7 +5100,7 @@ def bench_kv_cache(
                         "repeat_seconds": times,
                     }
                 )  # round i of every method ran back to back
-        cache_bytes = {kind: ours.new_cache(64, prompt_len + 128, kind).nbytes for kind in CACHE_KINDS}
+        cache_bytes = {kind: new_cache(ours, 64, prompt_len + 128, kind).nbytes for kind in CACHE_KINDS}
     return {
         "what": f"median seconds of greedy generation after a {prompt_len}-token prompt, one thread",
         "repeats": repeats,
@@ -5136,8 +5141,6 @@ def bench_kv_runs(runs: int = 3, repeats: int = 5) -> dict[str, Any]:
 
 def kv_ratios(run: dict[str, Any]):
     """One run of the benchmark as a table (seconds) with the speed-ups the targets are stated in."""
-    import pandas as pd
-
     df = pd.DataFrame([{k: v for k, v in r.items() if k != "repeat_seconds"} for r in run["rows"]])
     df = df.set_index(["batch", "new_tokens"])
     for cache in ("input cache", "KV cache"):
@@ -5149,8 +5152,6 @@ def kv_ratios(run: dict[str, Any]):
 def kv_summary(result: dict[str, Any], stat: str = "median"):
     """Every column of `kv_ratios` across the runs of `bench_kv_runs`: "median", "min" or "max"
     of the per-run values (each ratio is taken within its run first)."""
-    import pandas as pd
-
     per_run = pd.concat([kv_ratios(run) for run in result["runs"]], keys=range(len(result["runs"])), names=["run"])
     return per_run.groupby(level=["batch", "new_tokens"]).agg(stat)
 
@@ -5163,8 +5164,6 @@ def kv_ratio_range(result: dict[str, Any]):
 
 
 def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
-    import matplotlib.pyplot as plt
-
     df = kv_summary(result).reset_index()
     batches = list(dict.fromkeys(df["batch"]))
     fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 4), squeeze=False)
@@ -5184,13 +5183,12 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
         ax.tick_params(axis="x", which="minor", labelbottom=False)  # only the measured token counts
         ax.legend(fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     return fig
 
 
 # ---------------------------------------------------------------------------------------------
-# 15. Command line
+# 16. Command line
 # ---------------------------------------------------------------------------------------------
 
 
@@ -5318,8 +5316,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         _atomic_json(args.out, res)
     elif args.cmd == "bench-kv":
         res = bench_kv_runs(args.runs, args.repeats)
-        import pandas as pd
-
         with pd.option_context(
             "display.width", 200, "display.max_columns", None, "display.float_format", "{:.3f}".format
         ):

@@ -93,6 +93,13 @@ fig = L.plot_encodings(L.FIGURES_DIR / "01_encodings.png")
 plt.show()
 
 # %% [markdown]
+# Each encoding is one short class. ALiBi, as the module writes it: its head slopes, and a bias
+# of `-slope × distance` on every logit, shared by every layer.
+
+# %%
+L.show_source(L.ALiBi)
+
+# %% [markdown]
 # ## 3. Attention
 #
 # `scaled_dot_product_attention` is written out: `softmax(q kᵀ / √dₕ + bias, masked) v`. Shapes:

@@ -27,7 +27,9 @@
 # function calls, because at one token per row a decoding step costs more in calls than in
 # arithmetic.
 #
-# There are two caches (`model.new_cache(batch, max_len, kind)`):
+# There are two caches (`L.new_cache(model, batch, max_len, kind)`), each filled by `prefill`: one
+# plain forward pass over the prompt, with hooks on each attention's hook points that copy what
+# the cache keeps:
 #
 # - **`KVCache`** (`kind="kv"`), the textbook one: each layer's keys and values,
 #   (B, heads, positions, d_head) each. It serves every encoding; RoPE's keys are stored rotated.
@@ -56,6 +58,16 @@ import lengen_helpers as L
 pd.set_option("display.width", 200)
 
 # %% [markdown]
+# One decoding step of one attention layer, as the module writes it: the textbook step over the
+# `KVCache`, and the one over the `InputCache` that moves W_k and W_v across the products.
+
+# %%
+L.show_source(L.attention_step)
+
+# %%
+L.show_source(L._attention_step_on_inputs)
+
+# %% [markdown]
 # ## Cached and uncached decoding agree
 #
 # For every encoding and each cache that serves it, at batch sizes 1 and 64 and with prompts of
@@ -79,7 +91,7 @@ assert all(c.passed for c in checks)
 
 # %%
 model = L.DecoderOnlyLM(L.ModelConfig(max_positions=144)).eval()
-kv, inputs = model.new_cache(64, 16 + 128, "kv"), model.new_cache(64, 16 + 128, "inputs")
+kv, inputs = L.new_cache(model, 64, 16 + 128, "kv"), L.new_cache(model, 64, 16 + 128, "inputs")
 mib = lambda nbytes: f"{nbytes:,} bytes ({nbytes / 2**20:.2f} MiB)"
 print(f"KVCache:    keys {tuple(kv.k.shape)} + values of the same shape = {mib(kv.nbytes)}")
 print(f"InputCache: inputs {tuple(inputs.h.shape)} = {mib(inputs.nbytes)}")

@@ -204,7 +204,7 @@ plt.show()
 # without scratchpad, SCAN and PCFG).
 
 # %%
-per_task = L.test_rows(every, None).groupby(["task", "encoding"])["exact_match"].mean().unstack("task")
+per_task = L.ood_rows(every, None).groupby(["task", "encoding"])["exact_match"].mean().unstack("task")
 pd.concat({"ours": per_task, "paper": L.paper_test_accuracy(per_task.columns)}, axis=1).rename(index=L.label).round(3)
 
 # %% [markdown]

@@ -56,6 +56,11 @@ pd.set_option("display.width", 200)
 #
 # The check runs the model on random symbol rows with BOS first, at four times the longest
 # training sequence of copy and reverse (35 tokens, so 140 positions), in float64 and in float32.
+#
+# The construction, as the module writes it:
+
+# %%
+L.show_source(L.nope_position_model)
 
 # %%
 rows = []

@@ -72,8 +72,9 @@ kinds = ["early_eos", "wrong_symbol", "missed_eos"]
 # %% [markdown]
 # ## Interventions at inference only: attention-logit scaling
 #
-# The same weights under two options of the module's `ModelConfig` (each a config field, off by
-# default; with it off the model is exactly the trained one, tested):
+# The same weights, with the content logits rescaled from outside the model: `scaled_attention`
+# attaches a hook to each attention's `hook_scores` point for as long as its block runs, in the
+# forward pass and in cached decoding alike, and leaves no trace after it (tested):
 # - `attention_temperature`: every content logit q·k/√d_h divided by a fixed temperature
 #   (0.5, 0.75 and 0.9 sharpen, 1.5 flattens);
 # - `log_length_scaling = N`: a query that sees k keys multiplies its content logits by
@@ -108,7 +109,7 @@ best.set_index(["task", "encoding", "setting"]).rename(index=L.label, level="enc
 
 # %%
 keys = 2 * 24 + 2  # the last query of an n = 24 copy or reverse input sees this many keys
-factor = L.query_scale(L.ModelConfig(log_length_scaling=34), L.torch.arange(keys))[0, 0, -1, 0]
+factor = L.attention_scale(L.torch.tensor([keys]), log_length_scaling=34)[0]
 print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {float(factor):.2f}; "
       f"temperature 0.9 multiplies every logit by {1 / 0.9:.2f}, 0.75 by {1 / 0.75:.2f}")
 

@@ -36,11 +36,7 @@ def curve(cut: int, tail: float = 0.0) -> dict[int, float]:
 
 def perturbed_model(encoding: str, pre_norm: bool = False) -> L.DecoderOnlyLM:
     """An untrained model with every weight nudged off its init, so biases and tables matter."""
-    m = L.DecoderOnlyLM(L.ModelConfig(encoding=encoding, pre_norm=pre_norm)).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    return m
+    return L.perturb_weights(L.DecoderOnlyLM(L.ModelConfig(encoding=encoding, pre_norm=pre_norm)).eval())
 
 
 class Inline:
@@ -67,8 +63,6 @@ def nudged_model(task: str, encoding: str, scale: float = 0.3) -> L.DecoderOnlyL
     """An untrained model for `task` with weights nudged well off their init, so that on tasks
     with few answer symbols some rows come out right and others wrong (in eval mode)."""
     torch.manual_seed(0)
-    model = L.DecoderOnlyLM(L.ModelConfig(encoding=encoding), L.get_task(task).vocab_size).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(scale * torch.randn_like(p))
-    return model
+    return L.perturb_weights(
+        L.DecoderOnlyLM(L.ModelConfig(encoding=encoding), L.get_task(task).vocab_size).eval(), scale
+    )

@@ -68,9 +68,9 @@ def test_baseline_and_paper_tables_read_the_published_numbers():
 
 
 def test_on_target_indices():
-    q, k = L.on_target("copy", 3)  # [BOS x1 x2 x3 SEP y1 y2 y3]: SEP predicts y1 <- x1
+    q, k = L.answer_sources("copy", 3)  # [BOS x1 x2 x3 SEP y1 y2 y3]: SEP predicts y1 <- x1
     assert q.tolist() == [4, 5, 6] and k.tolist() == [1, 2, 3]
-    assert L.on_target("reverse", 3)[1].tolist() == [3, 2, 1]
+    assert L.answer_sources("reverse", 3)[1].tolist() == [3, 2, 1]
 
 
 class PointerOracle(L.DecoderOnlyLM):
@@ -81,7 +81,7 @@ class PointerOracle(L.DecoderOnlyLM):
         n = (T - 2) // 2
         att = torch.zeros(3, B, 4, T, T)
         att[..., 0] = 1.0  # everything else looks at BOS
-        q, k = L.on_target(self.task, n)
+        q, k = L.answer_sources(self.task, n)
         att[1, :, 2, q, :] = 0.0
         att[1, :, 2, q, k] = 1.0
         return torch.zeros(B, T, L.VOCAB_SIZE), L.Internals(list(att), [])
@@ -312,7 +312,7 @@ def test_each_task_is_ranked_at_its_own_test_sizes_and_incomplete_columns_are_le
         rec("copy", "nope", 1, curve(20)),
     ]
     df = L.exact_match_frame(recs)
-    assert set(L.test_rows(df, None).query("task == 'addition'")["n"]) == set(range(9, 17))
+    assert set(L.ood_rows(df, None).query("task == 'addition'")["n"]) == set(range(9, 17))
     rr = L.reciprocal_ranks(df, None)
     assert list(rr.index) == [("addition", 0), ("copy", 0)]  # copy seed 1 lacks rope: left out
     assert rr.loc[("addition", 0), "rope"] == 1.0 and rr.loc[("copy", 0), "nope"] == 1.0

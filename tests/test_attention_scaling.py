@@ -1,4 +1,4 @@
-"""Attention-logit scaling at inference (issue 15): a temperature and log-length scaling."""
+"""Attention-logit scaling at inference: a temperature and log-length scaling, attached from outside."""
 
 import math
 
@@ -8,42 +8,56 @@ from support import perturbed_model
 
 import lengen_helpers as L
 
-scaled = L.with_config  # the same weights under a config with the given scaling fields
 
-
-def test_scaling_off_is_todays_model_and_todays_hash():
-    assert L.query_scale(L.ModelConfig(), torch.arange(5)) is None
-    cfg = L.make_run("copy", "nope", 0)
-    assert cfg.hash == L.make_run("copy", "nope", 0, attention_temperature=1.0, log_length_scaling=0).hash
-    on = L.make_run("copy", "nope", 0, attention_temperature=0.5)
-    assert on.hash != cfg.hash  # records of a scaled model are keyed apart
+def test_scaling_attaches_from_outside_and_leaves_no_trace():
+    model = perturbed_model("alibi")
+    x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, 12))
+    with torch.no_grad():
+        before = model(x)
+        with L.scaled_attention(model, attention_temperature=0.5):
+            assert all(b.self_attn.hook_scores.active for b in model.blocks)
+            during = model(x)
+        after = model(x)
+    assert torch.equal(before, after) and not torch.allclose(before, during, atol=1e-3)
+    assert not any(b.self_attn.hook_scores.active for b in model.blocks)
+    assert "attention_temperature" not in L.ModelConfig.__dataclass_fields__  # not a model setting
+    # records written while the scaling was a model field still load, with their hashes
+    old = L.make_run("copy", "nope", 0).to_dict()
+    old["model"] |= {"attention_temperature": 1.0, "log_length_scaling": 0}
+    assert L.RunConfig.from_dict(old).hash == L.make_run("copy", "nope", 0).hash
+    old["model"]["attention_temperature"] = 0.5
+    with pytest.raises(ValueError, match="attention_temperature=0.5 is no longer a model setting"):
+        L.RunConfig.from_dict(old)
 
 
 @pytest.mark.parametrize("encoding", ["nope", "rope", "alibi", "t5"])
 def test_temperature_scales_the_content_logits_only(encoding):
     model = perturbed_model(encoding)
     x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, 12))
-    hot = scaled(model, attention_temperature=0.5)
-    by_hand = scaled(model)
+    by_hand = L.with_config(model)  # the same weights
     with torch.no_grad():
         d = model.config.d_model
         for b in by_hand.blocks:  # doubling W_q and b_q doubles q.k and leaves the bias alone
             b.self_attn.in_proj.weight[:d] *= 2
             b.self_attn.in_proj.bias[:d] *= 2
-        assert torch.allclose(hot(x), by_hand(x), atol=1e-5)
-        assert not torch.allclose(hot(x), model(x), atol=1e-3)
+        with L.scaled_attention(model, attention_temperature=0.5):
+            hot = model(x)
+        assert torch.allclose(hot, by_hand(x), atol=1e-5)
+        assert not torch.allclose(hot, model(x), atol=1e-3)
 
 
 def test_log_length_scaling_leaves_the_first_n_positions_alone_and_sharpens_after():
     model = perturbed_model("nope")
     x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, 30))
-    log = scaled(model, log_length_scaling=10)
     with torch.no_grad():
-        plain, sharp = model(x), log(x)
-    assert torch.equal(plain[:, :10], sharp[:, :10])  # 10 keys or fewer: factor 1, the same sums
+        plain = model(x)
+        with L.scaled_attention(model, log_length_scaling=10):
+            sharp = model(x)
+    assert torch.allclose(plain[:, :10], sharp[:, :10], atol=1e-6)  # 10 keys or fewer: factor 1
     assert (plain[:, 10:] - sharp[:, 10:]).abs().amax(dim=(0, 2)).min() > 1e-4
-    factor = L.query_scale(log.config, torch.arange(30))[0, 0, :, 0]
+    factor = L.attention_scale(torch.arange(1, 31), log_length_scaling=10)
     assert factor[29] == pytest.approx(math.log(30) / math.log(10)) and (factor[:10] == 1).all()
+    assert L.attention_scale(torch.arange(1, 4), attention_temperature=0.5).tolist() == [2.0, 2.0, 2.0]
 
 
 @pytest.mark.parametrize("encoding", ["nope", "rope", "alibi"])
@@ -51,19 +65,26 @@ def test_log_length_scaling_leaves_the_first_n_positions_alone_and_sharpens_afte
 def test_cached_decoding_applies_the_same_scaling(encoding, kind):
     if kind == "inputs" and encoding == "rope":
         pytest.skip("an input cache cannot serve rotated keys")
-    model = scaled(perturbed_model(encoding), attention_temperature=0.7, log_length_scaling=6)
+    model = perturbed_model(encoding)
     prompt = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (3, 5))
-    out, logits = model.generate(prompt, 10, use_cache=True, return_logits=True, cache_kind=kind)
-    with torch.no_grad():
-        full = model(out[:, :-1])[:, 4:]
+    with L.scaled_attention(model, attention_temperature=0.7, log_length_scaling=6):
+        out, logits = model.generate(prompt, 10, use_cache=True, return_logits=True, cache_kind=kind)
+        with torch.no_grad():
+            full = model(out[:, :-1])[:, 4:]
     assert torch.allclose(logits, full, atol=1e-4)
+    plain = model.generate(prompt, 10, use_cache=True, return_logits=True, cache_kind=kind)[1]
+    assert not torch.allclose(plain, logits, atol=1e-3)  # the scaling did act on the cached steps
 
 
-def test_log_length_scaling_of_one_is_refused():
-    with pytest.raises(ValueError, match="log_length_scaling"):
-        L.ModelConfig(log_length_scaling=1)
-    with pytest.raises(ValueError, match="attention_temperature"):
-        L.ModelConfig(attention_temperature=0)
+def test_bad_scalings_are_refused():
+    model = perturbed_model("nope")
+    with pytest.raises(ValueError, match="log_length_scaling must be 0 .off. or at least 2"):
+        with L.scaled_attention(model, log_length_scaling=1):
+            pass
+    with pytest.raises(ValueError, match="attention_temperature must be a number > 0; got 0"):
+        with L.scaled_attention(model, attention_temperature=0):
+            pass
+    assert not any(b.self_attn.hook_scores.active for b in model.blocks)
 
 
 def test_scaling_table_rows_and_cache(tmp_path, monkeypatch):

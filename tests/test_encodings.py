@@ -169,4 +169,4 @@ def test_the_readme_example_task_works_as_written():
     task = L.get_task("double")
     batch = L.single_length_batch(task, 3, 4, torch.Generator().manual_seed(0))
     assert batch.tokens.shape == (4, 3 + 6 + 3) and int(batch.tokens[:, 1:4].max()) < 9
-    assert L.on_target("double", 3)[1].tolist() == [1, 1, 2, 2, 3, 3]
+    assert L.answer_sources("double", 3)[1].tolist() == [1, 1, 2, 2, 3, 3]

@@ -144,7 +144,7 @@ def test_inspection_and_the_explorer_follow_the_task_s_own_answer(tmp_path):
     pytest.importorskip("ipywidgets")
     L.register_task(Double)
     assert "double" in L.inspectable_tasks() and "copy" in L.inspectable_tasks()
-    q, k = L.on_target("double", 3)
+    q, k = L.answer_sources("double", 3)
     assert q.tolist() == [4, 5, 6, 7, 8, 9] and k.tolist() == [1, 1, 2, 2, 3, 3]  # SEP at 4
     cfg = L.make_run("double", "nope", 0)  # the explorer shows the grid's settings: save weights there
     L.weights_path(tmp_path, cfg).parent.mkdir(parents=True)

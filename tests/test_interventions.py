@@ -180,11 +180,15 @@ def test_intervention_table_computes_once_and_reads_its_cache(tmp_path, monkeypa
     assert sorted(set(table["intervention"])) == ["index hints", "no EOS in loss", "none"]
     assert len(table) == 3 * 4 and set(table["encoding"]) == {"nope"} and set(table["task"]) == {"copy"}
     assert (tmp_path / "anatomy" / "interventions" / "index_hints.csv").exists()
-    temperatures = []
+    temperatures = []  # the scaling each measured model runs under, read off its hooks
     anatomy = L.failure_anatomy
-    monkeypatch.setattr(
-        L, "failure_anatomy", lambda m, *a: temperatures.append(m.config.attention_temperature) or anatomy(m, *a)
-    )
+
+    def spy(m, *a):
+        hook = m.blocks[0].self_attn.hook_scores
+        temperatures.append(round(1 / float(hook(torch.ones(1, 1, 1, 1))), 6) if hook.active else 1.0)
+        return anatomy(m, *a)
+
+    monkeypatch.setattr(L, "failure_anatomy", spy)
     hot = L.intervention_table(
         ["no EOS in loss"], cache_dir=tmp_path / "anatomy", scaling={"attention_temperature": 0.9}, **kw
     )
@@ -252,7 +256,7 @@ def test_draw_attention_serves_intervention_models(tmp_path, monkeypatch, interv
 def test_intervention_of_names_the_intervention_of_a_run():
     for name in L.INTERVENTIONS:
         assert L.intervention_of(L.intervention_run(name, "reverse", "learned", 2)) == name
-    assert L.intervention_of(L.make_run("copy", "nope", 0, attention_temperature=0.9)) is None
+    assert L.intervention_of(L.make_run("copy", "nope", 0, scale_embeddings=True)) is None
     assert {L.intervention_of(c) for c in L.cliff_interventions()} == set(L.INTERVENTIONS) - {"none"}
 
 

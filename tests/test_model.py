@@ -26,18 +26,20 @@ def test_generation_keeps_the_prompt():
 
 
 @pytest.mark.parametrize("encoding, kind", CACHE_CASES)
-def test_cache_fed_in_chunks_gives_the_full_forward(encoding, kind):
-    """Prompts that continue a filled cache (several tokens at once, then one at a time) see
+def test_a_filled_cache_then_single_steps_give_the_full_forward(encoding, kind):
+    """A cache filled from one forward pass over a prompt, then fed one token at a time, sees
     exactly what the full forward sees, pre- and post-LN."""
     for pre_norm in (False, True):
         m = perturbed_model(encoding, pre_norm)
         x = torch.randint(4, L.VOCAB_SIZE, (3, 12))
         full = m(x)
-        cache = m.new_cache(3, 12, kind)
-        parts = [m(x[:, :5], cache=cache), m(x[:, 5:9], cache=cache)]
-        parts += [m.step(x[:, t], cache)[:, None] for t in range(9, 12)]
+        cache = L.new_cache(m, 3, 12, kind)
+        parts = [L.prefill(m, x[:, :9], cache)[:, None]]
+        parts += [L.decode_step(m, x[:, t], cache)[:, None] for t in range(9, 12)]
         assert cache.length == 12
-        assert (torch.cat(parts, dim=1) - full).abs().max() < 1e-5
+        assert (torch.cat(parts, dim=1) - full[:, 8:]).abs().max() < 1e-5
+        with pytest.raises(ValueError, match="prefill fills an empty cache; this one holds 12 positions"):
+            L.prefill(m, x[:, :2], cache)
 
 
 @pytest.mark.parametrize(
@@ -49,34 +51,35 @@ def test_cache_fed_in_chunks_gives_the_full_forward(encoding, kind):
 )  # layers, batch, positions, d_model, fp32
 def test_cache_is_allocated_once_and_sized(kind, nbytes):
     m = perturbed_model("alibi")
-    cache = m.new_cache(64, 144, kind)
+    cache = L.new_cache(m, 64, 144, kind)
     tensors = [cache.k, cache.v] if kind == "kv" else [cache.h]
     pointers = [t.data_ptr() for t in tensors]
-    m(torch.randint(4, 24, (64, 16)), cache=cache)
+    L.prefill(m, torch.randint(4, 24, (64, 16)), cache)
     for _ in range(5):
-        m(torch.randint(4, 24, (64, 1)), cache=cache)
+        L.decode_step(m, torch.randint(4, 24, (64,)), cache)
     assert cache.length == 21 and [t.data_ptr() for t in tensors] == pointers
     assert cache.nbytes == nbytes
+    full = L.new_cache(m, 64, 144, kind)
     with pytest.raises(ValueError, match="holds 144 positions"):
-        m(torch.randint(4, 24, (64, 200)), cache=cache)
+        L.prefill(m, torch.randint(4, 24, (64, 200)), full)
 
 
 def test_cache_kind_follows_the_encoding():
-    assert isinstance(perturbed_model("nope").new_cache(2, 8), L.InputCache)
-    assert isinstance(perturbed_model("t5").new_cache(2, 8), L.InputCache)
-    assert isinstance(perturbed_model("rope").new_cache(2, 8), L.KVCache)  # rotated keys cannot be served from inputs
+    assert isinstance(L.new_cache(perturbed_model("nope"), 2, 8), L.InputCache)
+    assert isinstance(L.new_cache(perturbed_model("t5"), 2, 8), L.InputCache)
+    assert isinstance(L.new_cache(perturbed_model("rope"), 2, 8), L.KVCache)  # rotated keys: not from inputs
     rope = perturbed_model("rope")
     with pytest.raises(ValueError, match="rotates keys"):
-        rope.new_cache(2, 8, "inputs")
+        L.new_cache(rope, 2, 8, "inputs")
     wrong = L.InputCache(3, 2, 8, 64, [L.input_maps(b.self_attn) for b in rope.blocks])
     with pytest.raises(ValueError, match="cannot serve rotated keys"):
-        rope(torch.randint(4, 24, (2, 3)), cache=wrong)
+        L.prefill(rope, torch.randint(4, 24, (2, 3)), wrong)
     with pytest.raises(ValueError, match="cannot serve rotated keys"):
-        rope.step(torch.randint(4, 24, (2,)), wrong)
+        L.decode_step(rope, torch.randint(4, 24, (2,)), wrong)
     with pytest.raises(ValueError, match="needs 3 sets of maps, got 2"):
         L.InputCache(3, 2, 8, 64, wrong.maps[:2])
     with pytest.raises(ValueError, match="unknown cache kind 'fp16'; valid choices: auto, inputs, kv"):
-        rope.new_cache(2, 8, "fp16")
+        L.new_cache(rope, 2, 8, "fp16")
 
 
 def test_an_encoding_that_rotates_keys_gets_a_kv_cache():
@@ -89,7 +92,21 @@ def test_an_encoding_that_rotates_keys_gets_a_kv_cache():
     assert Quarter(L.ModelConfig()).rotates_keys and not L.NoPE(L.ModelConfig()).rotates_keys
     m = perturbed_model("nope")
     m.pos = Quarter(m.config)
-    assert isinstance(m.new_cache(2, 8), L.KVCache)
+    assert isinstance(L.new_cache(m, 2, 8), L.KVCache)
+
+
+def test_the_model_is_plain():
+    """The forward pass takes no cache and no experiment setting: decoding and interventions
+    attach from outside, through hook points."""
+    import inspect
+
+    params = list(inspect.signature(L.DecoderOnlyLM.forward).parameters)
+    assert params == ["self", "idx", "positions", "segments", "return_internals"]
+    assert list(inspect.signature(L.Block.forward).parameters)[:6] == [
+        "self", "x", "mask", "bias", "rotate", "need_weights"
+    ]  # fmt: skip
+    source = inspect.getsource(L.DecoderOnlyLM)
+    assert len(source.splitlines()) <= 90 and "cache" not in source
 
 
 def loss_and_grads(m: L.DecoderOnlyLM, batch: L.Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:

@@ -198,7 +198,6 @@ def test_revision_one_records_keep_their_hash():
     cfg = tiny().to_dict()
     written = json.loads(json.dumps(cfg))  # as revision 1 wrote it, before the later fields existed
     del written["packed"], written["model"]["scale_embeddings"]
-    del written["model"]["attention_temperature"], written["model"]["log_length_scaling"]
     del written["train_eos"], written["model"]["random_positions"], written["model"]["position_coupling"]
     del written["task_options"]
     expected = __import__("hashlib").sha256(json.dumps(written, sort_keys=True).encode()).hexdigest()[:12]
@@ -215,8 +214,6 @@ def test_fields_added_after_the_grid_keep_the_grid_s_hashes_at_their_defaults():
     others = (
         tiny(packed=False),
         tiny(scale_embeddings=True),
-        tiny(attention_temperature=2.0),
-        tiny(log_length_scaling=34),
         tiny(random_positions=64),
         tiny(position_coupling=True),
         tiny(train_eos=False),

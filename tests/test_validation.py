@@ -103,7 +103,7 @@ CALL_CASES = [
     (lambda m: L.exact_match_by_length(m, "lego", [27]), r"task 'lego' has sizes 1 to 26; got size 27"),
     (lambda m: L.pointer_scores(m, "copy", 0), r"task 'copy' has sizes 1 and up; got size 0"),
     (lambda m: L.pointer_scores(m, "copy", 4, n_examples=0), r"n_examples must be an integer >= 1"),
-    (lambda m: L.on_target("sorting", 4), r"task 'sorting' has no source token per answer token"),
+    (lambda m: L.answer_sources("sorting", 4), r"task 'sorting' has no source token per answer token"),
 ]
 
 
