@@ -1556,7 +1556,7 @@ class RunConfig:
 
 # Bump when a change to the training or evaluation code changes what a run produces: every
 # config hash changes with it, so the sweep re-runs the grid instead of serving records that the
-# old code made. Revision 1 was the first grid; 2 packs batches by scatter, shares the relative
+# old code made. Revision 1 trained the first grid; 2 packs batches by scatter, shares the relative
 # bias across packed rows, and uses PyTorch's fused AdamW (same data, float-level differences).
 TRAINING_REVISION = 2
 
@@ -3703,8 +3703,8 @@ def task_grid(
 
 
 # The tasks not learned in distribution at the study's settings (below 90% for every encoding at
-# 5,000 steps), retrained with twice the steps: the issue allows more steps or a bigger model for
-# such a task alone, never per encoding. Their records sit beside the 5,000-step ones (other hash).
+# 5,000 steps), retrained with twice the steps: the study's rule allows more steps or a bigger model
+# for such a task alone, never per encoding. Their records sit beside the 5,000-step ones (other hash).
 LONGER_STEPS: dict[str, int] = {"lego": 10_000, "addition": 10_000, "polynomial": 10_000}
 
 GRIDS["paper-tasks"] = (lambda: [c for t in PAPER_TASKS for c in task_grid(t)], ".")  # task by task
@@ -4550,7 +4550,7 @@ def intervention_of(cfg: RunConfig) -> str | None:
 
 
 def cliff_interventions() -> list[RunConfig]:
-    """Notebook 09's training runs, in the order they were queued: the seed-0 run of every
+    """Notebook 09's training runs, in the order they were tried: the seed-0 run of every
     (intervention, encoding) tried, on copy and reverse, then seeds 1 and 2 of the one that held."""
     seed0 = [
         *[("index hints", e) for e in ("nope", "alibi")],
@@ -4587,7 +4587,7 @@ def failure_anatomy(
 ) -> dict[str, float]:
     """How a model fails at size n, on the evaluation sequences, in one teacher-forced pass:
 
-    exact_match   today's metric: every answer symbol and EOS is the argmax
+    exact_match   the study's metric: every answer symbol and EOS is the argmax
     length_given  the same with the length given: EOS is never predicted at a symbol's step, and
                   written after the last symbol (equal to greedy decoding with EOS suppressed
                   until the answer is complete, then forced)
@@ -4937,7 +4937,9 @@ def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_
 
 def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
     """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
-    estimated from its first `sample_steps` batches: the unit of the study's compute budgets."""
+    estimated from its first `sample_steps` batches. The study states compute in copy runs: the
+    FLOPs of one 5,000-step copy run of its model (what each grid or ablation may spend is said in
+    these copy runs, its budget)."""
     g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_task()
     per_step = np.mean(
         [

@@ -1,7 +1,7 @@
 """The explorer as a reader sees it: JupyterLab serves notebook 05, headless Chromium opens it, runs
 it, and the explorer's widgets render and respond. Run by `make test-browser` (and .ci/run after
-`make test`); needs Debian's chromium, driven by Playwright's Python API (its own browser
-download cannot work here)."""
+`make test`); needs Debian's chromium, driven by Playwright's Python API (never Playwright's own
+browser download, so the test needs no network beyond Debian's packages)."""
 
 import os
 import shutil

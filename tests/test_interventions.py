@@ -92,7 +92,7 @@ def test_random_positions_off_is_todays_model_and_hash():
     assert L.make_run("copy", "rope", 0, train_eos=False).hash != cfg.hash
     batch = L.single_length_batch(L.get_task("copy"), 5, 3, draw())
     assert L.model_positions(L.ModelConfig(), batch, draw(), L.get_task("copy")) is batch
-    # training batches with the options off: exactly today's, drawing the same random numbers
+    # training batches with the options off: exactly the plain run's, drawing the same random numbers
     g1, g2 = draw(4), draw(4)
     today = L.packed_training_batch(L.get_task("copy"), L.training_lengths(cfg, g1), g1)
     now = L.training_batch(L.get_task("copy"), cfg, g2)

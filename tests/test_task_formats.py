@@ -1,5 +1,5 @@
 """Task formats (`Task.options`, `RunConfig.task_options`): the paper's addition and LEGO, the
-answer least-significant digit first; with every option at its default a task is today's."""
+answer least-significant digit first; with every option at its default a task is the one the grid trained."""
 
 import collections
 
@@ -119,7 +119,7 @@ def test_a_run_in_another_format_trains_and_is_scored_in_it():
     )  # fmt: skip
     model, record = L.train_run(cfg, progress=False)
     assert record["name"] == "addition.paper-nope-s0" and record["config"]["task_options"] == {"format": "paper"}
-    # the record's exact match is the model's on the paper-format test set, not on today's
+    # the record's exact match is the model's on the paper-format test set, not on the default format's
     assert record["exact_match"]["4"] == L.exact_match_by_length(model, cfg.make_task(), [4], 8)[4]
     g = L.eval_generator("addition.paper", 4, cfg.eval_seed)
     batch = L.single_length_batch(cfg.make_task(), 4, 8, g)

@@ -274,7 +274,7 @@ def test_the_sinusoidal_ablation_changes_one_setting_per_run_within_its_budget()
         assert diff in ({"packed"}, {"model.scale_embeddings"}), diff
     copy_run = L.run_compute_flops(L.make_run("copy", "sinusoidal", 0), sample_steps=30)
     spent = sum(L.run_compute_flops(c, sample_steps=30) for c in configs)
-    assert spent <= 12 * copy_run  # the budget: the compute of 12 copy runs
+    assert spent <= 12 * copy_run  # the ablation's budget: the compute of 12 copy runs
 
 
 def test_atomic_writes_leave_ordinary_readable_files(tmp_path):

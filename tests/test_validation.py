@@ -13,7 +13,7 @@ from support import tiny
 
 import lengen_helpers as L
 
-# (what is called, the error it must give): every case the issue lists, and each field's bounds
+# (what is called, the error it must give): every bad input a reader may give, and each field's bounds
 CONFIG_CASES = [
     (
         lambda: L.make_run("copy", "nope", batch_size=0),
