@@ -2421,22 +2421,40 @@ def longest_at_least(em_by_n: dict[int, float], threshold: float = 0.9) -> int:
     return longest
 
 
+def reach_summary(
+    table,
+    keys: Sequence[str],
+    train_max: int = 16,
+    at: Sequence[int] = (),
+    window: tuple[int, int] | None = None,
+    threshold: float = 0.9,
+    columns: Sequence[str] = ("exact_match",),
+):
+    """How far each group of a long table (one row per size n; grouped by `keys`) reaches, in %:
+    for each of `columns`, the mean over the training sizes (n <= train_max), the value at each n
+    in `at`, the mean over the `window` of sizes, and the longest n up to which every size keeps
+    `threshold` (`longest_at_least`). Columns other than exact match are named by a suffix (the
+    failure anatomy's `length_given`: ", length given"). The one summary of reach the study uses."""
+    rows = []
+    for key, g in table.groupby(list(keys), sort=False):
+        g = g.set_index("n").sort_index()
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        for column in columns:
+            v, suffix = g[column], "" if column == "exact_match" else ", " + column.replace("_", " ")
+            inside = v[v.index <= train_max]
+            row[f"n = {int(inside.index.min())}-{train_max}{suffix}"] = 100 * inside.mean()
+            row.update({f"n = {n}{suffix}": 100 * v[n] if n in v.index else float("nan") for n in at})
+            if window is not None:
+                row[f"n = {window[0]}-{window[1]}{suffix}"] = 100 * v.loc[window[0] : window[1]].mean()
+            row[f"longest n >= {threshold:.0%}{suffix}"] = longest_at_least(v.to_dict(), threshold)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def per_run_metrics(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
     """One row per run: mean exact match over n = 1..train_max, at each length in `at`, and the
     longest n whose every shorter length is at least 90% (all in %, lengths in tokens)."""
-    rows = []
-    for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"], sort=False):
-        em = dict(zip(g["n"], g["exact_match"]))
-        row = {
-            "task": task,
-            "encoding": enc,
-            "seed": seed,
-            f"n = 1-{train_max}": 100 * float(np.mean([em[n] for n in range(1, train_max + 1)])),
-        }
-        row.update({f"n = {n}": 100 * em[n] for n in at})
-        row["longest n >= 90%"] = longest_at_least(em)
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return reach_summary(df, ["task", "encoding", "seed"], train_max, at)
 
 
 def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
@@ -4254,15 +4272,17 @@ def first_layer_summary(table, bands: dict[str, tuple[int, int]]):
 
 def exact_match_cliff(df, level: float = 0.5):
     """Per (task, encoding, seed) of an exact-match frame: the largest size n up to which exact
-    match stays at or above `level` at every size (`longest_at_least`), and the last position
+    match stays at or above `level` at every size (`reach_summary`), and the last position
     that size's answer reaches (the query that predicts EOS: prompt + answer + 1)."""
-    rows = []
-    for (task, enc, seed), g in df.groupby(["task", "encoding", "seed"]):
-        n = longest_at_least(dict(zip(g["n"], g["exact_match"])), level)
-        t = get_task(task)
-        last = t.prompt_length(n) + t.answer_length(n) + 1 if n >= 1 else 0
-        rows.append({"task": task, "encoding": enc, "seed": seed, "cliff_n": n, "last_position": last})
-    return pd.DataFrame(rows)
+    keys = ["task", "encoding", "seed"]
+    out = reach_summary(df.sort_values(keys), keys, threshold=level)
+    out = out[keys].assign(cliff_n=out[f"longest n >= {level:.0%}"])
+
+    def last(task: str, n: int) -> int:
+        t = task_of_key(task)
+        return t.prompt_length(n) + t.answer_length(n) + 1 if n >= 1 else 0
+
+    return out.assign(last_position=[last(t, n) for t, n in zip(out["task"], out["cliff_n"])])
 
 
 def construction_precision(
@@ -4750,28 +4770,11 @@ def scaling_table(
 
 
 def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 0.9, train_max: int = 16):
-    """Per (task, encoding, setting) of `scaling_table`: mean exact match over the training lengths
-    measured (up to `train_max`), over the `test` lengths, the same with the length given, and the
-    longest n up to which every measured length keeps `threshold` (with and without the length
-    given); exact match in %."""
-    rows = []
-    for (task, enc, setting), g in table.groupby(["task", "encoding", "setting"], sort=False):
-        g = g.set_index("n").sort_index()
-        inside, window = g.loc[g.index <= train_max], g.loc[test[0] : test[1]]
-        lo = int(inside.index.min())
-        rows.append(
-            {
-                "task": task,
-                "encoding": enc,
-                "setting": setting,
-                f"mean {lo}-{train_max}": 100 * inside["exact_match"].mean(),
-                f"mean {test[0]}-{test[1]}": 100 * window["exact_match"].mean(),
-                f"mean {test[0]}-{test[1]}, length given": 100 * window["length_given"].mean(),
-                "longest n >= 90%": longest_at_least(g["exact_match"].to_dict(), threshold),
-                "longest n >= 90%, length given": longest_at_least(g["length_given"].to_dict(), threshold),
-            }
-        )
-    return pd.DataFrame(rows).set_index(["task", "encoding", "setting"])
+    """Per (task, encoding, setting) of `scaling_table` (`reach_summary`), in %: mean exact match over
+    the training lengths measured, over the `test` lengths, and the longest n up to which every
+    length keeps `threshold`; each also with the length given."""
+    keys = ["task", "encoding", "setting"]
+    return reach_summary(table, keys, train_max, (), test, threshold, ("exact_match", "length_given")).set_index(keys)
 
 
 # Training interventions (`INTERVENTIONS`, section 9): the failure anatomy of every trained run of
@@ -4821,25 +4824,11 @@ def intervention_table(
 
 
 def intervention_summary(table, threshold: float = 0.9, train_max: int = 16, at: int = 32):
-    """Per (intervention, task, encoding, seed) of `intervention_table`, in %: mean exact match
-    over the training lengths (with EOS, and with the length given), exact match at n = `at` (both
-    ways), and the longest n up to which every length keeps `threshold` (both ways)."""
-    rows = []
-    for key, g in table.groupby(["intervention", "task", "encoding", "seed"], sort=False):
-        g = g.set_index("n").sort_index()
-        inside = g.loc[g.index <= train_max]
-        rows.append(
-            {
-                **dict(zip(["intervention", "task", "encoding", "seed"], key)),
-                "in distribution": 100 * inside["exact_match"].mean(),
-                "in distribution, length given": 100 * inside["length_given"].mean(),
-                f"n = {at}": 100 * g.loc[at, "exact_match"] if at in g.index else float("nan"),
-                f"n = {at}, length given": 100 * g.loc[at, "length_given"] if at in g.index else float("nan"),
-                "longest n >= 90%": longest_at_least(g["exact_match"].to_dict(), threshold),
-                "longest n >= 90%, length given": longest_at_least(g["length_given"].to_dict(), threshold),
-            }
-        )
-    return pd.DataFrame(rows)
+    """Per (intervention, task, encoding, seed) of `intervention_table` (`reach_summary`), in %:
+    mean exact match over the training lengths, exact match at n = `at`, and the longest n up to
+    which every length keeps `threshold`; each also with the length given."""
+    keys = ["intervention", "task", "encoding", "seed"]
+    return reach_summary(table, keys, train_max, (at,), None, threshold, ("exact_match", "length_given"))
 
 
 def seed_spread(summary, column: str):

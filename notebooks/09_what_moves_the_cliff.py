@@ -95,15 +95,15 @@ by_setting("longest n >= 90%")
 
 # %%
 print("mean exact match over the training lengths n = 1-16 (%): what each setting costs in distribution")
-by_setting("mean 1-16").round(0)
+by_setting("n = 1-16").round(0)
 
 # %%
 print("mean exact match over n = 17-24 (%): past the training length")
-by_setting("mean 17-24").round(0)
+by_setting("n = 17-24").round(0)
 
 # %%
 best = summary.reset_index()
-best = best[best["setting"] != "none"].sort_values("mean 17-24", ascending=False).head(5)
+best = best[best["setting"] != "none"].sort_values("n = 17-24", ascending=False).head(5)
 print("the five best (task, encoding, setting) by mean exact match over n = 17-24:")
 best.set_index(["task", "encoding", "setting"]).rename(index=L.label, level="encoding").round(1)
 
@@ -233,11 +233,11 @@ plt.show()
 spread = lambda cols: pd.concat({c: L.seed_spread(summary, c) for c in cols}, axis=1).rename(  # noqa: E731
     index=L.label, level="encoding")
 print("today's metric (EOS included):")
-spread(["in distribution", "longest n >= 90%", "n = 32"])
+spread(["n = 1-16", "longest n >= 90%", "n = 32"])
 
 # %%
 print("with the length given:")
-spread(["in distribution, length given", "longest n >= 90%, length given", "n = 32, length given"])
+spread(["n = 1-16, length given", "longest n >= 90%, length given", "n = 32, length given"])
 
 # %% [markdown]
 # ## The goal: 90% at n = 32 on copy and on reverse
@@ -250,8 +250,8 @@ spread(["in distribution, length given", "longest n >= 90%, length given", "n = 
 
 # %%
 by_run = summary.set_index(["intervention", "encoding", "seed", "task"])
-for metric, inside, at in [("EOS included", "in distribution", "n = 32"),
-                           ("length given", "in distribution, length given", "n = 32, length given")]:
+for metric, inside, at in [("EOS included", "n = 1-16", "n = 32"),
+                           ("length given", "n = 1-16, length given", "n = 32, length given")]:
     ok = ((by_run[inside] >= 95) & (by_run[at] >= 90)).unstack("task").all(axis=1)
     met = ok[ok].reset_index()
     print(f"{metric}: {len(met)} of {len(ok)} trained (intervention, encoding, seed) meet it on copy and reverse:")
@@ -315,7 +315,7 @@ rp = table[table["intervention"].isin(["none", "random positions"]) & (table["se
 hot = L.intervention_table(["random positions"], encodings=encs, seeds=[0], scaling={"attention_temperature": 0.9})
 rp_hot = pd.concat({"plain": summary[(summary["intervention"] == "random positions")].set_index(["task", "encoding"]),
                     "temperature 0.9": L.intervention_summary(hot).set_index(["task", "encoding"])}, axis=1)
-rp_hot.loc[:, (slice(None), ["in distribution", "longest n >= 90%", "longest n >= 90%, length given"])].rename(
+rp_hot.loc[:, (slice(None), ["n = 1-16", "longest n >= 90%", "longest n >= 90%, length given"])].rename(
     index=L.label, level="encoding").round(0)
 
 # %% [markdown]

@@ -111,5 +111,5 @@ def test_scaling_summary_reads_in_distribution_window_and_reach():
         for n in range(14, 25)
     ]  # fmt: skip
     out = L.scaling_summary(pd.DataFrame(rows), test=(17, 20)).loc[("copy", "nope", "s")]
-    assert out["mean 14-16"] == 100 and out["mean 17-20"] == 50 and out["mean 17-20, length given"] == 100
+    assert out["n = 14-16"] == 100 and out["n = 17-20"] == 50 and out["n = 17-20, length given"] == 100
     assert out["longest n >= 90%"] == 18 and out["longest n >= 90%, length given"] == 20

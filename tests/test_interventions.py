@@ -224,7 +224,7 @@ def test_intervention_summary_and_spread():
     assert s.loc[0, "longest n >= 90%"] == 33 and s.loc[0, "longest n >= 90%, length given"] == 40
     assert s.loc[1, "longest n >= 90%"] == 20 and s.loc[1, "longest n >= 90%, length given"] == 30
     assert s.loc[0, "n = 32"] == 100 and s.loc[1, "n = 32"] == 0
-    assert s.loc[1, "in distribution"] == pytest.approx(96)
+    assert s.loc[1, "n = 1-16"] == pytest.approx(96)
     spread = L.seed_spread(s.reset_index(), "longest n >= 90%")
     assert spread.loc[("hints", "nope"), "copy"] == "26 (20-33, 2)"
 
