@@ -2667,10 +2667,20 @@ def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope:
     return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
 
 
-def plot_mrr(units, paper: dict[str, float] | None = None, title: str = "", path: Path | None = None):
+def plot_mrr(
+    units,
+    paper: dict[str, float] | None = None,
+    title: str = "",
+    path: Path | None = None,
+    summary=None,
+    resampled: str = "",
+):
     """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
-    `mrr_units`), and the paper's figure for each encoding it reports as a marker."""
-    summary = bootstrap_summary(units)
+    `mrr_units`, resampled as rows; or a ready `summary` with mean and interval columns, such as
+    `hierarchical_summary`'s, and what it `resampled`), and the paper's figure for each encoding
+    it reports as a marker."""
+    summary = bootstrap_summary(units) if summary is None else summary
+    resampled = resampled or f"{len(units)} bootstrap units"
     fig, ax = plt.subplots(figsize=(7, 3.8))
     x = np.arange(len(summary))
     err = [summary["mean"] - summary["95% low"], summary["95% high"] - summary["mean"]]
@@ -2680,7 +2690,7 @@ def plot_mrr(units, paper: dict[str, float] | None = None, title: str = "", path
         yerr=err,
         capsize=4,
         color=[encoding_color(e) for e in summary.index],
-        label=f"ours ({len(units)} bootstrap units; bars: 95% interval)",
+        label=f"ours ({resampled}; bars: 95% interval)",
     )
     if paper:
         known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
@@ -3870,6 +3880,23 @@ def paper_mrr_check(path: Path | None = None):
     out["within [n/5, n]"] = (implied >= rest / 5 - 1e-3) & (implied <= rest + 1e-3)
     harmonic = rest * sum(1 / r for r in range(1, 6))
     return out.round(3), rest, round(float(implied.sum()), 3), round(harmonic, 3)
+
+
+def hierarchical_summary(rr, splits: dict[str, int] | None = None, n_boot: int = 10000, seed: int = 0):
+    """Per encoding: the mean reciprocal rank (`weighted_mrr`), its 95% interval over hierarchical
+    resamples (tasks, then seeds within each) and the share of resamples in which it is the best."""
+    boot = hierarchical_bootstrap(rr, splits, n_boot, seed)
+    point = weighted_mrr(rr, splits)[list(rr.columns)]
+    out = pd.DataFrame(
+        {
+            "mean": point.to_numpy(),
+            "95% low": np.percentile(boot, 2.5, axis=0),
+            "95% high": np.percentile(boot, 97.5, axis=0),
+            "P(best)": np.bincount(boot.argmax(axis=1), minlength=boot.shape[1]) / len(boot),
+        },
+        index=list(rr.columns),
+    )
+    return out.sort_values("mean", ascending=False)
 
 
 def in_every_seed(scores, task: str) -> list[str]:

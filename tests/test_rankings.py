@@ -144,3 +144,11 @@ def test_task_keys_name_their_format():
     assert L.task_of_key("copy").key == "copy"
     with pytest.raises(ValueError, match="'wide' is no option value of task 'addition'"):
         L.task_of_key("addition.wide")
+
+
+def test_hierarchical_summary_gives_each_encoding_its_mean_interval_and_chance_of_being_best():
+    rr = scores({(t, s): {"nope": 1.0, "rope": 0.5 if t != "c" else 1.0} for t in "abc" for s in range(3)})
+    out = L.hierarchical_summary(rr, n_boot=500)
+    assert out["mean"].to_dict() == pytest.approx(L.weighted_mrr(rr).to_dict())
+    assert (out["95% low"] <= out["mean"]).all() and (out["mean"] <= out["95% high"]).all()
+    assert out["P(best)"].sum() == pytest.approx(1.0) and out.index[0] == "nope"
