@@ -120,7 +120,7 @@ log[["started", "wall_min", "runs", "trained", "workers", "cpus"]].round(1)
 full = log[log.trained == len(configs)].iloc[-1]
 verdict = "within" if full.wall_min <= 90 else "OVER"
 print(f"the last sweep that trained all {len(configs)} runs: {full.wall_min:.0f} min of wall time with "
-      f"{full.workers} processes on {full.cpus} cores, {verdict} the 90-minute target")
+      f"{full.workers} processes on {full.cpus} cores, {verdict} the grid's 90-minute goal")
 
 # %% [markdown]
 # ## Is our training step fast?

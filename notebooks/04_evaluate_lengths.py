@@ -194,10 +194,10 @@ for task in ("copy", "reverse"):
 ablation = L.sinusoidal_ablation()
 copy_run = L.run_compute_flops(L.make_run("copy", "sinusoidal", 0))
 spent = sum(L.run_compute_flops(c) for c in ablation)
-print(f"{len(ablation)} runs, {spent / copy_run:.1f} copy runs of compute (budget 12)")
+print(f"{len(ablation)} runs, {spent / copy_run:.1f} copy runs of compute (the ablation's allowance: 12)")
 log = L.sweep_log(L.ABLATION_DIR)
 print(f"trained in {log['wall_s'].sum():.0f} s of wall time with {log['workers'].iloc[-1]} processes on "
-      f"{log['cpus'].iloc[-1]} cores (a lent 16-core machine)")
+      f"{log['cpus'].iloc[-1]} cores (a 16-core machine)")
 
 # %%
 grid_sin = [r for r in records if r["config"]["model"]["encoding"] == "sinusoidal"]

@@ -191,8 +191,8 @@ copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
 runs = pd.DataFrame([{"intervention": L.intervention_of(c), "task": c.task, "encoding": L.label(c.encoding),
                       "copy runs": L.run_compute_flops(c, sample_steps=100) / copy_run}
                      for c in L.GRIDS["cliff"][0]()])
-print(f"{len(runs)} runs, {runs['copy runs'].sum():.1f} copy runs of compute (budget 40); random positions from "
-      f"[0, P), P = {L.random_positions_for(L.get_task('copy'))} (copy, reverse), "
+print(f"{len(runs)} runs, {runs['copy runs'].sum():.1f} copy runs of compute (the chapter's allowance: 40); "
+      f"random positions from [0, P), P = {L.random_positions_for(L.get_task('copy'))} (copy, reverse), "
       f"{L.random_positions_for(L.get_task('copy_hints'))} (with hints)")
 runs.groupby(["intervention", "task"], sort=False).agg(
     encodings=("encoding", lambda e: ", ".join(dict.fromkeys(e))), runs=("encoding", "size"),
@@ -208,7 +208,7 @@ records = L.sweep(L.GRIDS["cliff"][0](), L.INTERVENTIONS_DIR, train=not L.IN_CI)
 wall = pd.DataFrame([{"intervention": L.intervention_of(L.RunConfig.from_dict(r["config"])),
                       "wall time (min)": r["wall_time_s"] / 60} for r in records])
 print(f"{len(records)} runs trained; wall time per run, two to four runs at once "
-      f"on this machine's 2 cores (min):")
+      f"on 2 cores (min):")
 wall.groupby("intervention", sort=False)["wall time (min)"].agg(["count", "mean", "sum"]).round(1)
 
 # %% [markdown]
@@ -232,7 +232,7 @@ plt.show()
 # %%
 spread = lambda cols: pd.concat({c: L.seed_spread(summary, c) for c in cols}, axis=1).rename(  # noqa: E731
     index=L.label, level="encoding")
-print("today's metric (EOS included):")
+print("the study's metric (EOS included):")
 spread(["n = 1-16", "longest n >= 90%", "n = 32"])
 
 # %%
