@@ -283,3 +283,13 @@ def test_atomic_writes_leave_ordinary_readable_files(tmp_path):
     assert json.loads(path.read_text()) == {"a": 1}
     assert path.stat().st_mode & 0o044  # readable by group/others (mkstemp alone would make it 0600)
     assert [p.name for p in path.parent.iterdir()] == ["record.json"]  # no temporary file left behind
+
+
+@pytest.mark.results
+def test_every_committed_record_loads_with_its_hash():
+    paths = sorted(L.RESULTS_DIR.glob("**/runs/*.json"))
+    assert len(paths) > 200  # the grids, the ablation, the interventions and the pilots
+    for path in paths:
+        record = L.read_record(path)  # raises CorruptRecord if its config no longer gives its hash
+        cfg = L.RunConfig.from_dict(record["config"])
+        assert path.name == f"{cfg.name}-{record['config_hash']}.json"
