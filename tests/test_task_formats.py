@@ -124,3 +124,13 @@ def test_a_run_in_another_format_trains_and_is_scored_in_it():
     g = L.eval_generator("addition.paper", 4, cfg.eval_seed)
     batch = L.single_length_batch(cfg.make_task(), 4, 8, g)
     assert record["exact_match"]["4"] == float(L.exact_match_rows(model, batch).float().mean())
+
+
+def test_the_pilot_runs_each_task_in_the_paper_s_format_with_a_named_shape():
+    runs = L.ten_task_pilot()
+    assert len({c.hash for c in runs}) == len(runs)
+    addition = L.pilot_run("addition", "nope", "deep")
+    assert addition.task_options == {"format": "paper"} and addition.model.n_layers == 6 and addition.steps == 10_000
+    assert L.pilot_run("polynomial", "nope", "wide").model.d_model == 128
+    with pytest.raises(ValueError, match="unknown pilot shape 'tall'; valid choices: deep, wide"):
+        L.pilot_run("lego", "nope", "tall")
