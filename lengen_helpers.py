@@ -5217,6 +5217,87 @@ def kv_ratio_range(result: dict[str, Any]):
     return least[ratios].map("{:.2f}".format) + " to " + greatest[ratios].map("{:.2f}".format)
 
 
+def _load_version(path: str | Path, name: str = "lengen_other") -> Any:
+    """Another version of this module (a file), imported under another name beside this one."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_ab(other: str | Path, repeats: int = 15, steps: int = 10) -> dict[str, Any]:
+    """This module against another version of it (`other`, a file), timed side by side in one
+    process: each repeat times one and then the other (in turn first), on the same weights, batch
+    and prompts, so a neighbour's load on a shared machine falls on both alike. Training: `steps`
+    training steps of the study's copy model (packed batch). Generation: greedy decoding of 64
+    new tokens after a 16-token prompt at batch 1 and 64, with each cache and without. Returns
+    each side's median seconds and the median over repeats of this / other (below 1: this is
+    faster), one thread."""
+    versions = {"this": sys.modules[__name__], "other": _load_version(other)}
+    cases: dict[str, dict[str, Callable[[], Any]]] = {}
+    for side, M in versions.items():
+        torch.manual_seed(0)
+        cfg = M.make_run("copy", "nope", 0)
+        model, task = M.make_model(cfg), M.get_task("copy")
+        opt = M.make_optimizer(model, cfg)
+        batch = M.training_batch(task, cfg, torch.Generator().manual_seed(0))
+
+        def train(model=model, opt=opt, batch=batch, M=M) -> None:
+            for _ in range(steps):
+                loss = M.batch_loss(model, batch)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+
+        cases.setdefault(f"training, {steps} steps", {})[side] = train
+        model_eval = M.make_model(cfg).eval()
+        for b in (1, 64):
+            prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (b, 16), generator=torch.Generator().manual_seed(b))
+            for kind, kw in (("input cache", {"cache_kind": "inputs"}), ("KV cache", {"cache_kind": "kv"}),
+                             ("uncached", {"use_cache": False})):  # fmt: skip
+                call = lambda m=model_eval, p=prompt, kw=kw: m.generate(p, 64, **kw)  # noqa: E731
+                cases.setdefault(f"generation, batch {b}, {kind}", {})[side] = call
+    out: dict[str, Any] = {"what": "seconds, median over repeats, one thread; ratio: this / other",
+                           "repeats": repeats, "other": str(other), "cases": {}}  # fmt: skip
+    with torch_threads(1):
+        for name, fns in cases.items():
+            for fn in fns.values():
+                fn()  # warm-up
+            times: dict[str, list[float]] = {"this": [], "other": []}
+            for r in range(repeats):
+                for side in ("this", "other") if r % 2 == 0 else ("other", "this"):
+                    t0 = time.perf_counter()
+                    fns[side]()
+                    times[side].append(time.perf_counter() - t0)
+            ratios = np.array(times["this"]) / np.array(times["other"])
+            out["cases"][name] = {
+                "this": float(np.median(times["this"])),
+                "other": float(np.median(times["other"])),
+                "ratio": float(np.median(ratios)),
+                "ratio 25-75%": [float(np.percentile(ratios, 25)), float(np.percentile(ratios, 75))],
+            }
+    return out
+
+
+def ab_table(result: dict[str, Any]):
+    """`bench_ab`'s result as a table: each case's medians (ms) and this / other."""
+    rows = [
+        {
+            "case": k,
+            "this (ms)": 1e3 * v["this"],
+            "other (ms)": 1e3 * v["other"],
+            "this / other": v["ratio"],
+            "25%": v["ratio 25-75%"][0],
+            "75%": v["ratio 25-75%"][1],
+        }  # fmt: skip
+        for k, v in result["cases"].items()
+    ]
+    return pd.DataFrame(rows).set_index("case")
+
+
 def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
     df = kv_summary(result).reset_index()
     batches = list(dict.fromkeys(df["batch"]))
@@ -5307,6 +5388,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     bt.add_argument("--steps", type=_int_at_least(1), default=20)
     bt.add_argument("--repeats", type=_int_at_least(1), default=5)
     bt.add_argument("--out", type=Path, default=BENCH_DIR / "training.json")
+    ba = sub.add_parser("bench-ab", help="this module against another version of it, timed side by side")
+    ba.add_argument("--other", type=Path, required=True, help="the other version's lengen_helpers.py")
+    ba.add_argument("--repeats", type=_int_at_least(1), default=15)
+    ba.add_argument("--out", type=Path, default=BENCH_DIR / "ab.json")
     bk = sub.add_parser("bench-kv", help="greedy generation: cached vs uncached, ours vs GPT2LMHeadModel.generate")
     bk.add_argument("--runs", type=_int_at_least(1), default=3, help="independent runs, each in a fresh process")
     bk.add_argument("--repeats", type=_int_at_least(1), default=5, help="rounds inside each run")
@@ -5382,6 +5467,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(
                 f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once"
             )
+        _atomic_json(args.out, res)
+    elif args.cmd == "bench-ab":
+        res = bench_ab(args.other, args.repeats)
+        with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+            print(f"this module against {args.other}, {args.repeats} alternating repeats, one thread:")
+            print(ab_table(res))
         _atomic_json(args.out, res)
 
 

@@ -144,3 +144,17 @@ def test_bench_kv_runs_in_fresh_processes(tmp_path, monkeypatch):
     assert len(calls) == 3 and all(c[:4] == [sys.executable, "-m", "lengen_helpers", "bench-kv"] for c in calls)
     assert all(c[c.index("--runs") + 1] == "1" and c[c.index("--repeats") + 1] == "2" for c in calls)
     assert [r["rows"][0]["GPT-2, cached"] for r in result["runs"]] == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.slow
+def test_bench_ab_times_two_versions_side_by_side():
+    # the module against a copy of itself: every case is timed on both sides, and the table reads it
+    res = L.bench_ab(L.__file__, repeats=2, steps=1)
+    assert set(res["cases"]) == {
+        "training, 1 steps",
+        *(f"generation, batch {b}, {k}" for b in (1, 64) for k in ("input cache", "KV cache", "uncached")),
+    }
+    for case in res["cases"].values():
+        assert case["this"] > 0 and case["other"] > 0 and case["ratio"] > 0
+    table = L.ab_table(res)
+    assert list(table.columns) == ["this (ms)", "other (ms)", "this / other", "25%", "75%"] and len(table) == 7
