@@ -2,7 +2,7 @@
 #   make test   install into .venv, then run the unit tests and every notebook (strict nbval, twice:
 #               native CPU kernels, then portable ones)
 #   make study  install, then execute every notebook in place (trains only what results/ lacks; an
-#               unchanged study leaves the files as they were: no timings in the notebooks' metadata)
+#               unchanged study leaves the files as they were: no cell timings, stable widget ids)
 #   make test-fast   lint and the fast unit tests, for the edit-run loop
 #   make lab    open the notebooks in JupyterLab
 PYTHON ?= python3
@@ -55,6 +55,7 @@ study: install
 	for nb in notebooks/*.ipynb; do \
 		$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=-1 \
 			--ExecutePreprocessor.record_timing=False $$nb || exit 1; \
+		$(BIN)/python -m lengen_helpers tidy-notebooks $$nb >/dev/null || exit 1; \
 		$(BIN)/jupytext --sync $$nb >/dev/null || exit 1; \
 	done
 

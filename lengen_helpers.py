@@ -3765,10 +3765,11 @@ def ten_task_pilot() -> list[RunConfig]:
         ("polynomial", "nope", "deep", {}),
         ("polynomial", "nope", "wide", {}),
         *[(t, "nope", shape, {}) for t in ("addition", "lego") for shape in ("deep", "wide")],
-        ("polynomial", "sinusoidal", "deep", {}),
         ("addition", "sinusoidal", "deep", {}),
+        ("polynomial", "sinusoidal", "deep", {}),
         ("addition", "nope", "deep", {"lr": 2e-3}),  # addition is just at the goal with the default
         ("pcfg", "nope", "deep", {}),
+        ("lego", "nope", "deep", {"lr": 2e-3}),  # neither shape learns LEGO with the default
     ]
     return [pilot_run(t, e, shape, **kw) for t, e, shape, kw in tried]
 
@@ -5327,6 +5328,39 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 # ---------------------------------------------------------------------------------------------
 
 
+def tidy_notebook(path: str | Path) -> int:
+    """Give an executed notebook's widget models stable names: Jupyter names each by a random
+    UUID on every run, so without this an unchanged study would re-execute to changed files. The
+    models are numbered in a fixed order (those the outputs show, in cell order, each followed by
+    the models it refers to; then any others by their content) and renamed by a hash of the
+    notebook's name and that number. Returns how many ids were renamed."""
+    import re
+
+    path = Path(path)
+    text = path.read_text()
+    nb = json.loads(text)
+    widgets = nb.get("metadata", {}).get("widgets", {})
+    state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    ident = re.compile("[0-9a-f]{32}")
+    order: list[str] = []
+
+    def visit(model: str) -> None:
+        if model in state and model not in order:
+            order.append(model)
+            for ref in re.findall("IPY_MODEL_([0-9a-f]{32})", json.dumps(state[model], sort_keys=True)):
+                visit(ref)
+
+    for model in re.findall('"model_id": "([0-9a-f]{32})"', json.dumps(nb["cells"], sort_keys=True)):
+        visit(model)
+    for model in sorted(state, key=lambda m: ident.sub("_", json.dumps(state[m], sort_keys=True))):
+        visit(model)
+    stable = {old: hashlib.sha256(f"{path.name}/{i}".encode()).hexdigest()[:32] for i, old in enumerate(order)}
+    if stable:  # renamed, then written as Jupyter writes a notebook (keys sorted, one-space indent)
+        renamed = json.loads(re.sub("|".join(stable), lambda m: stable[m.group(0)], text))
+        path.write_text(json.dumps(renamed, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
+    return len(stable)
+
+
 def _int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer >= low, or argparse's one-line error."""
 
@@ -5388,6 +5422,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     bt.add_argument("--steps", type=_int_at_least(1), default=20)
     bt.add_argument("--repeats", type=_int_at_least(1), default=5)
     bt.add_argument("--out", type=Path, default=BENCH_DIR / "training.json")
+    td = sub.add_parser("tidy-notebooks", help="stable widget ids in executed notebooks (make study runs it)")
+    td.add_argument("paths", nargs="+", type=Path)
     ba = sub.add_parser("bench-ab", help="this module against another version of it, timed side by side")
     ba.add_argument("--other", type=Path, required=True, help="the other version's lengen_helpers.py")
     ba.add_argument("--repeats", type=_int_at_least(1), default=15)
@@ -5468,6 +5504,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once"
             )
         _atomic_json(args.out, res)
+    elif args.cmd == "tidy-notebooks":
+        for path in args.paths:
+            print(f"{path}: {tidy_notebook(path)} widget ids made stable")
     elif args.cmd == "bench-ab":
         res = bench_ab(args.other, args.repeats)
         with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):

@@ -158,3 +158,36 @@ def test_bench_ab_times_two_versions_side_by_side():
         assert case["this"] > 0 and case["other"] > 0 and case["ratio"] > 0
     table = L.ab_table(res)
     assert list(table.columns) == ["this (ms)", "other (ms)", "this / other", "25%", "75%"] and len(table) == 7
+
+
+def test_tidy_notebook_names_widget_models_the_same_on_every_run(tmp_path):
+    import json
+    import uuid
+
+    def executed() -> str:  # a notebook as Jupyter saves it: random model ids, state keys sorted
+        box, slider, layout = (uuid.uuid4().hex for _ in range(3))
+        state = {
+            box: {"model_name": "VBoxModel", "state": {"children": [f"IPY_MODEL_{slider}"]}},
+            slider: {"model_name": "IntSliderModel", "state": {"layout": f"IPY_MODEL_{layout}", "value": 3}},
+            layout: {"model_name": "LayoutModel", "state": {}},
+        }
+        nb = {
+            "cells": [{"outputs": [{"data": {"application/vnd.jupyter.widget-view+json": {"model_id": box}}}]}],
+            "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}},
+        }
+        return json.dumps(nb, sort_keys=True, indent=1)
+
+    texts = []
+    for run in range(2):
+        path = tmp_path / str(run) / "05.ipynb"
+        path.parent.mkdir()
+        path.write_text(executed())
+        assert L.tidy_notebook(path) == 3
+        texts.append(path.read_text())
+        assert L.tidy_notebook(path) == 3 and path.read_text() == texts[-1]  # a second tidy changes nothing
+    assert texts[0] == texts[1]  # two runs, two sets of random ids: the same file
+    nb = json.loads(texts[0])
+    state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    root = nb["cells"][0]["outputs"][0]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+    child = state[root]["state"]["children"][0].removeprefix("IPY_MODEL_")
+    assert state[child]["model_name"] == "IntSliderModel"  # references follow the renaming
