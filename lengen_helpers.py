@@ -727,6 +727,9 @@ class HookPoint(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return x
 
+    def __call__(self, x: Tensor) -> Tensor:  # with nothing attached, skip the module-call machinery
+        return super().__call__(x) if self._forward_hooks else x
+
     @property
     def active(self) -> bool:
         return bool(self._forward_hooks)
@@ -988,7 +991,7 @@ class DecoderOnlyLM(nn.Module):
         if segments is not None:
             mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
         bias, mask = attention_bias(self.pos, positions, segments, mask)
-        x = self.pos.embed(self.tok_emb(idx) * self.emb_scale, positions)
+        x = self.pos.embed(self.embed(idx), positions)
         rotate = self.pos.rotary(positions)
         attentions, hidden = [], [x]
         for block in self.blocks:
@@ -997,6 +1000,11 @@ class DecoderOnlyLM(nn.Module):
             hidden.append(x)
         logits = self.lm_head(self.final_norm(x))
         return (logits, Internals(attentions, hidden)) if return_internals else logits
+
+    def embed(self, idx: Tensor) -> Tensor:
+        """Token embeddings, times sqrt(d_model) if the config scales them (notebook 04's ablation)."""
+        x = F.embedding(idx, self.tok_emb.weight)  # the table's lookup, as a plain call (decoding is per call)
+        return x * self.emb_scale if self.emb_scale != 1.0 else x
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -1212,7 +1220,7 @@ def decode_step(model: DecoderOnlyLM, token: Tensor, cache: Cache) -> Tensor:
     generation's inner loop. Equal to `forward` on the same tokens (tested for every encoding)."""
     t = cache.length
     position = torch.tensor([t], device=token.device)
-    x = model.pos.embed(model.tok_emb(token)[:, None] * model.emb_scale, position)[:, 0]  # (B, d)
+    x = model.pos.embed(model.embed(token[:, None]), position)[:, 0]  # (B, d)
     bias = model.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
     rotate = model.pos.rotary(position)
     for i, block in enumerate(model.blocks):
@@ -1256,7 +1264,8 @@ def attention_step(
     """`MultiHeadAttention.forward` for one new token per row, x (B, d): its key and value
     (KVCache) or x itself (InputCache) go into the cache; its query attends over everything cached.
     An active `hook_scores` sees the content scores, as in the forward pass."""
-    hook = attn.hook_scores if attn.hook_scores.active else None
+    hook: HookPoint | None = attn.hook_scores
+    hook = hook if hook.active else None
     if isinstance(cache, InputCache):
         if rotate is not None:
             raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
