@@ -134,3 +134,13 @@ def test_the_pilot_runs_each_task_in_the_paper_s_format_with_a_named_shape():
     assert L.pilot_run("polynomial", "nope", "wide").model.d_model == 128
     with pytest.raises(ValueError, match="unknown pilot shape 'tall'; valid choices: deep, wide"):
         L.pilot_run("lego", "nope", "tall")
+
+
+def test_a_chosen_grid_holds_the_pilot_s_runs_of_its_shape():
+    grid = L.chosen_grid("polynomial")
+    assert len(grid) == 18 and {c.model.n_layers for c in grid} == {6} and {c.steps for c in grid} == {10_000}
+    pilot = {c.hash for c in L.ten_task_pilot()}
+    assert sum(c.hash in pilot for c in grid) == 2  # NoPE and sinusoidal, seed 0: trained once, used twice
+    assert "polynomial-deep" in L.GRIDS
+    with pytest.raises(ValueError, match="unknown task with a chosen shape 'copy'"):
+        L.chosen_grid("copy")
