@@ -9,14 +9,21 @@ from support import perturbed_model
 import lengen_helpers as L
 
 
-def test_scaling_attaches_from_outside_and_leaves_no_trace():
-    model = perturbed_model("alibi")
-    x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, 12))
+def plain_and_scaled(encoding: str, length: int, **scaling):
+    """A nudged model, a batch of `length` tokens, and its logits without and with the scaling."""
+    model = perturbed_model(encoding)
+    x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, length))
     with torch.no_grad():
-        before = model(x)
-        with L.scaled_attention(model, attention_temperature=0.5):
+        plain = model(x)
+        with L.scaled_attention(model, **scaling):
             assert all(b.self_attn.hook_scores.active for b in model.blocks)
-            during = model(x)
+            scaled = model(x)
+    return model, x, plain, scaled
+
+
+def test_scaling_attaches_from_outside_and_leaves_no_trace():
+    model, x, before, during = plain_and_scaled("alibi", 12, attention_temperature=0.5)
+    with torch.no_grad():
         after = model(x)
     assert torch.equal(before, after) and not torch.allclose(before, during, atol=1e-3)
     assert not any(b.self_attn.hook_scores.active for b in model.blocks)
@@ -47,12 +54,7 @@ def test_temperature_scales_the_content_logits_only(encoding):
 
 
 def test_log_length_scaling_leaves_the_first_n_positions_alone_and_sharpens_after():
-    model = perturbed_model("nope")
-    x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, 30))
-    with torch.no_grad():
-        plain = model(x)
-        with L.scaled_attention(model, log_length_scaling=10):
-            sharp = model(x)
+    _, _, plain, sharp = plain_and_scaled("nope", 30, log_length_scaling=10)
     assert torch.allclose(plain[:, :10], sharp[:, :10], atol=1e-6)  # 10 keys or fewer: factor 1
     assert (plain[:, 10:] - sharp[:, 10:]).abs().amax(dim=(0, 2)).min() > 1e-4
     factor = L.attention_scale(torch.arange(1, 31), log_length_scaling=10)

@@ -1,4 +1,4 @@
-"""Training interventions on the length-generalization cliff (issue 15, notebook 09): index hints,
+"""Training interventions on the length-generalization cliff (notebook 09): index hints,
 randomized positions, training without EOS in the loss, and the tables that report them."""
 
 import pandas as pd
