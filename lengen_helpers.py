@@ -21,8 +21,9 @@ experiment. Each later section holds one chapter's code, all of it:
    12. the paper's other tasks         (07: eight tasks, the ranking across them two ways)
    13. how NoPE knows where it is      (08: the theorems as hand-set weights, probes)
    14. what moves the cliff            (09: failure anatomy, attention scaling, training interventions)
-   15. benchmarks                      (03, 06: training throughput, decoding caches)
-   16. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
+   15. scratchpads                     (10: a task's steps before its answer, scored on the final answer)
+   16. benchmarks                      (03, 06: training throughput, decoding caches)
+   17. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
@@ -138,6 +139,7 @@ PAD, BOS, SEP, EOS = 0, 1, 2, 3  # the special tokens every task shares
 SPECIAL_TOKENS = ("<pad>", "<s>", "<sep>", "</s>")
 N_SPECIAL = len(SPECIAL_TOKENS)
 N_SYMBOLS = 20
+KEYED_BY_NAME = ("scratchpad",)  # task options whose values are written name-value in a task's key
 VOCAB_SIZE = N_SPECIAL + N_SYMBOLS  # copy's and reverse's: the special tokens and 20 symbols
 
 
@@ -174,10 +176,17 @@ class Task:
 
     @property
     def key(self) -> str:
-        """The task's name, with each option that differs from its default (`addition.paper`):
-        names its runs and seeds its evaluation sets."""
-        changed = [v for k, v in self.format.items() if v != self.options[k][0]]
+        """The task's name, with each option that differs from its default (`addition.paper`;
+        an option in KEYED_BY_NAME is written name-value: `addition.paper.scratchpad-icovr`):
+        names its runs."""
+        changed = [f"{k}-{v}" if k in KEYED_BY_NAME else v for k, v in self.format.items() if v != self.options[k][0]]
         return ".".join([self.name, *changed])
+
+    @property
+    def prompt_key(self) -> str:
+        """The key that seeds the task's evaluation prompts: `key`, less the options that change
+        only how the answer is written (a scratchpad), so those arms are tested on the same prompts."""
+        return self.key
 
     @property
     def vocab_size(self) -> int:
@@ -294,7 +303,10 @@ def get_task(name: str, options: dict[str, str] | None = None) -> Task:
     """The registered task `name`, with its format `options` (`Task.options`; defaults if None)."""
     if name not in TASKS:
         raise _unknown("task", name, TASKS)
-    return TASKS[name](**(options or {}))
+    task = TASKS[name](**(options or {}))
+    if task.format.get("scratchpad", "none") != "none":  # its steps precede the answer (section 15)
+        return WithScratchpad(task)
+    return task
 
 
 @dataclass
@@ -471,6 +483,10 @@ def task_of_key(key: str) -> Task:
     task = get_task(name)
     options = {}
     for value in values:
+        named = value.split("-", 1)
+        if named[0] in KEYED_BY_NAME and named[0] in task.options and len(named) == 2:
+            options[named[0]] = named[1]
+            continue
         option = next((k for k, valid in task.options.items() if value in valid[1:]), None)
         if option is None:
             raise ValueError(f"task key {key!r}: {value!r} is no option value of task {name!r}")
@@ -1395,14 +1411,15 @@ def _check_generation(
 # ---------------------------------------------------------------------------------------------
 
 
-@torch.no_grad()
 @contextlib.contextmanager
 def evaluating(model: nn.Module):
-    """The model in eval mode within the block (no dropout), then back in the mode it was in."""
+    """The model in eval mode (no dropout) and no gradients recorded within the block, then back
+    in the mode it was in."""
     was_training = model.training
     model.eval()
     try:
-        yield model
+        with torch.no_grad():
+            yield model
     finally:
         model.train(was_training)
 
@@ -1411,7 +1428,7 @@ def evaluation_batch(task: Task, n: int, count: int, seed: int, config: ModelCon
     """The `count` sequences of size n that evaluation seed `seed` draws for `task` (the same for
     every model: they depend only on the task, its format, n and the seed), at the positions a
     model of `config` reads (randomized or coupled, if it was trained so)."""
-    g = eval_generator(task.key, n, seed)
+    g = eval_generator(task.prompt_key, n, seed)
     batch = single_length_batch(task, n, count, g)
     return batch if config is None else model_positions(config, batch, g, task)
 
@@ -1751,15 +1768,17 @@ def _train_run(
     _train_steps(config, state, checkpoint, checkpoint_every, progress)
     train_time = time.perf_counter() - t_train
     t_eval = time.perf_counter()
-    em = exact_match_by_length(
-        state.model,
-        config.make_task(),
-        config.make_task().sizes(1, config.eval_max_len),
-        config.eval_per_length,
-        config.eval_seed,
-    )
+    task = config.make_task()
+    scored = (task, task.sizes(1, config.eval_max_len), config.eval_per_length, config.eval_seed)
+    if isinstance(task, WithScratchpad):  # the final answer after the model's own steps, and more (section 15)
+        extra = scratchpad_metrics(state.model, *scored)
+        em = extra.pop("exact_match")
+    else:
+        em, extra = exact_match_by_length(state.model, *scored), {}
     timings = {"wall_time_s": None, "train_time_s": train_time, "eval_time_s": time.perf_counter() - t_eval}
     record = _record(config, state, em, resumed_from, timings)
+    if extra:
+        record["scratchpad"] = {k: {str(n): v for n, v in by_n.items()} for k, by_n in extra.items()}
     record["wall_time_s"] = time.perf_counter() - t0
     return state.model, record
 
@@ -4973,7 +4992,367 @@ def plot_interventions(table, path: Path | None = None, train_max: int = 16):
 
 
 # ---------------------------------------------------------------------------------------------
-# 15. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
+# 15. Scratchpads: the answer after its steps (notebook 10)
+# ---------------------------------------------------------------------------------------------
+
+
+# The paper's scratchpad (its unified scratchpad processor): the target becomes the steps of the
+# computation, then the answer. A step has up to five components, each behind its marker and each
+# one that can be left out: the step's input ("in"), its computation ("comp"), its output ("out"),
+# the updated intermediate variables ("[ .. ]", such as the carry) and the input that remains
+# ("re"). Steps are separated by "#"; "thus" ends the scratchpad and the answer follows. A run asks
+# for one with the task option scratchpad="icovr" (any of those letters, in that order); "none",
+# the default, is the task as it always was. Exact match is scored on the final answer, decoded
+# greedily after the model's own steps (the paper's metric), and separately on the whole target.
+
+SCRATCHPAD_MARKERS = {"i": "in", "c": "comp", "o": "out", "v": "[", "r": "re"}  # component -> its marker
+VARIABLES_END, STEP_SEPARATOR, SCRATCHPAD_END = "]", "#", "thus"
+
+
+@dataclass
+class Step:
+    """One step of a scratchpad; each component a list of symbol names."""
+
+    input: list[str]
+    computation: list[str]
+    output: list[str]
+    variables: list[str]
+    remaining: list[str]
+
+    def tokens(self, components: str) -> list[str]:
+        """The step as written with `components` (letters of "icovr"), each behind its marker."""
+        part = {"i": self.input, "c": self.computation, "o": self.output, "r": self.remaining}
+        part["v"] = [*self.variables, VARIABLES_END]
+        return [name for c in components for name in (SCRATCHPAD_MARKERS[c], *part[c])]
+
+
+def write_scratchpad(steps: Sequence[Step], components: str) -> list[str]:
+    """The scratchpad: each step with `components`, "#" between steps, "thus" at the end."""
+    out: list[str] = []
+    for i, step in enumerate(steps):
+        out += [STEP_SEPARATOR] * (i > 0) + step.tokens(components)
+    return [*out, SCRATCHPAD_END]
+
+
+def scratchpad_values(components: str) -> tuple[str, ...]:
+    """A task's valid scratchpad options: "none" (the default), then every non-empty subset of its
+    components, largest first ("icovr", "icov", .., "r")."""
+    subsets = (s for k in range(len(components), 0, -1) for s in itertools.combinations(components, k))
+    return ("none", *("".join(s) for s in subsets))
+
+
+@dataclass(frozen=True)
+class StepWriter:
+    """How a task writes its steps: `steps(prompt) -> [Step]` on the prompt's symbol names, the
+    components its steps have, the symbols they use beyond the task's own, and `longest(n,
+    components)`: a prompt of size n whose scratchpad is the longest (it bounds the answer)."""
+
+    steps: Callable[[list[str]], list[Step]]
+    components: str
+    symbols: tuple[str, ...]
+    longest: Callable[[int, str], list[str]]
+
+
+STEP_WRITERS: dict[str, StepWriter] = {}
+
+
+def writes_steps(
+    task: str, symbols: Sequence[str], longest: Callable[[int, str], list[str]], components: str = "icovr"
+):
+    """Register the decorated `steps` as how `task` writes its scratchpad; the task gains the
+    option scratchpad (`scratchpad_values(components)`)."""
+
+    def register(steps: Callable[[list[str]], list[Step]]) -> Callable[[list[str]], list[Step]]:
+        STEP_WRITERS[task] = StepWriter(steps, components, tuple(symbols), longest)
+        TASKS[task].options = {**TASKS[task].options, "scratchpad": scratchpad_values(components)}
+        return steps
+
+    return register
+
+
+class WithScratchpad(Task):
+    """A task whose answer follows its steps: `get_task` returns one when the option scratchpad is
+    not "none". Its prompts are the task's own, drawn by the same calls (the same training and
+    test prompts as without a scratchpad); its answer is [steps.., "thus", the task's answer]."""
+
+    def __init__(self, inner: Task) -> None:
+        self.inner, self.writer, self.components = inner, STEP_WRITERS[inner.name], inner.format["scratchpad"]
+        self.name, self.options, self.format = inner.name, inner.options, inner.format
+        self.min_size, self.max_size, self.train_max_size = inner.min_size, inner.max_size, inner.train_max_size
+        markers = (*SCRATCHPAD_MARKERS.values(), VARIABLES_END, STEP_SEPARATOR, SCRATCHPAD_END)
+        self.symbols = (
+            *inner.symbols,
+            *(s for s in dict.fromkeys((*markers, *self.writer.symbols)) if s not in inner.symbols),
+        )
+        self.ids = {name: i for i, name in enumerate(SPECIAL_TOKENS + self.symbols)}
+        self._longest: dict[int, int] = {}
+
+    @property
+    def prompt_key(self) -> str:
+        return get_task(self.name, {k: v for k, v in self.format.items() if k != "scratchpad"}).key
+
+    def prompt_length(self, n: int) -> int:
+        return self.inner.prompt_length(n)
+
+    def scratchpad(self, prompt: list[str]) -> list[str]:
+        """The scratchpad of one prompt (symbol names, without padding)."""
+        return write_scratchpad(self.writer.steps(prompt), self.components)
+
+    def answer_length(self, n: int) -> int:
+        """The longest scratchpad at size n, then the longest answer: the answers' common width."""
+        if n not in self._longest:
+            self._longest[n] = len(self.scratchpad(self.writer.longest(n, self.components)))
+        return self._longest[n] + self.inner.answer_length(n)
+
+    def size_weights(self, sizes: Sequence[int]) -> Tensor | None:
+        return self.inner.size_weights(sizes)
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        prompt, answer = self.inner.sample(n, batch_size, generator)
+        out = torch.full((batch_size, self.answer_length(n)), PAD, dtype=torch.long)
+        for b in range(batch_size):
+            row = [self.ids[s] for s in self.scratchpad(self.decode(prompt[b][prompt[b] != PAD]))]
+            row += answer[b][answer[b] != PAD].tolist()
+            if len(row) > out.shape[1]:  # the writer's `longest` is wrong: never truncate an answer
+                raise RuntimeError(
+                    f"{self.key} at size {n}: a target of {len(row)} tokens, past the bound {out.shape[1]}"
+                )
+            out[b, : len(row)] = torch.tensor(row)
+        return prompt, out
+
+    def source_positions(self, n: int) -> list[int] | None:
+        return None
+
+
+def _number(digits: Sequence[int]) -> list[str]:
+    """Digits as the paper's `re` writes a number: no leading zeros ("0" if all are), none if empty."""
+    return list(str(int("".join(map(str, digits))))) if len(digits) else []
+
+
+def _signed(v: int) -> list[str]:
+    """An integer's symbols: "-" then its digits if negative."""
+    return ["-", *str(-v)] if v < 0 else list(str(v))
+
+
+@writes_steps("addition", (",", "=", "carry", ":"), lambda n, c: [*"9" * n, "+", *"9" * n])
+def addition_steps(prompt: list[str]) -> list[Step]:
+    """One step per column, least significant first (the shorter number zero-padded), and one more
+    for a carry out: `in 7 , 8 comp 7 + 8 + carry = 1 5 + 0 = 1 5 out 5 [ carry : 1 ] re 5 + 6`."""
+    plus = prompt.index("+")
+    a, b = [int(d) for d in prompt[:plus]], [int(d) for d in prompt[plus + 1 :]]
+    width = max(len(a), len(b))
+    a, b = [0] * (width - len(a)) + a, [0] * (width - len(b)) + b
+    steps, carry = [], 0
+    for k in range(width - 1, -1, -1):
+        x, y = a[k], b[k]
+        total = x + y + carry
+        computation = [str(x), "+", str(y), "+", "carry", "=", *str(x + y), "+", str(carry), "=", *str(total)]
+        carry = total // 10
+        remaining = [*_number(a[:k]), "+", *_number(b[:k])]
+        steps.append(Step([str(x), ",", str(y)], computation, [str(total % 10)], ["carry", ":", str(carry)], remaining))
+    if carry:
+        computation = ["0", "+", "0", "+", "carry", "=", "0", "+", "1", "=", "1"]
+        steps.append(Step(["0", ",", "0"], computation, ["1"], ["carry", ":", "0"], ["+"]))
+    return steps
+
+
+@writes_steps("summation", ("+", "=", "sum", ":"), lambda n, c: ["9"] * n)
+def summation_steps(prompt: list[str]) -> list[Step]:
+    """One step per number, a running sum mod 10: `in 8 comp 8 + sum = 8 + 3 = out 1 1 [ sum : 1 1 = 1 ] re 6`."""
+    steps, total = [], 0
+    for k, v in enumerate(prompt):
+        s = int(v) + total
+        variables = ["sum", ":", *str(s), "=", str(s % 10)]
+        steps.append(Step([v], [v, "+", "sum", "=", v, "+", str(total), "="], list(str(s)), variables, prompt[k + 1 :]))
+        total = s % 10
+    return steps
+
+
+@writes_steps("parity", ("xor", "par", "=", ":"), lambda n, c: ["1"] * n)
+def parity_steps(prompt: list[str]) -> list[Step]:
+    """One step per bit, the running parity: `in 1 comp 1 xor par = 1 xor 0 out 1 [ par : 1 ] re 0 1`."""
+    steps, parity = [], 0
+    for k, bit in enumerate(prompt):
+        new = int(bit) ^ parity
+        computation = [bit, "xor", "par", "=", bit, "xor", str(parity)]
+        steps.append(Step([bit], computation, [str(new)], ["par", ":", str(new)], prompt[k + 1 :]))
+        parity = new
+    return steps
+
+
+@writes_steps("sorting", ("minimum",), lambda n, c: ["0"] * n, components="icor")
+def sorting_steps(prompt: list[str]) -> list[Step]:
+    """Selection sort, one step per place: the number there, the minimum of the unsorted rest
+    swapped in, what remains unsorted: `in 7 comp minimum out 3 re 7 5`."""
+    values, steps = [int(v) for v in prompt], []
+    for i in range(len(values)):
+        front, m = values[i], min(range(i, len(values)), key=lambda j: values[j])  # the first minimum
+        values[i], values[m] = values[m], values[i]
+        steps.append(Step([str(front)], ["minimum"], [str(values[i])], [], [str(v) for v in values[i + 1 :]]))
+    return steps
+
+
+def _polynomial_longest(n: int, components: str) -> list[str]:
+    """n copies of the term whose step is longest (a step's length depends on x and its term only)."""
+
+    def length(x: int, c: int, d: int) -> int:
+        return len(write_scratchpad(polynomial_steps([f"x={x}", f"{c:+d}", f"^{d}"]), components))
+
+    x, c, d = max(itertools.product(range(-2, 3), range(-3, 4), range(4)), key=lambda t: length(*t))
+    return [f"x={x}", *[f"{c:+d}", f"^{d}"] * n]
+
+
+@writes_steps("polynomial", ("-", "*", "**", "=", "sum", ":", "+"), _polynomial_longest)
+def polynomial_steps(prompt: list[str]) -> list[Step]:
+    """One step per term, a running sum mod 10:
+    `in -1 ^2 comp - 1 * 2 ** 2 = - 1 * 4 out - 4 [ sum : 3 + - 4 = 9 ] re +2 ^0`."""
+    x, steps, total = int(prompt[0][2:]), [], 0
+    terms = [prompt[i : i + 2] for i in range(1, len(prompt), 2)]
+    for k, (coefficient, degree) in enumerate(terms):
+        c, d = int(coefficient), int(degree[1:])
+        value, new = c * x**d, (total + c * x**d) % 10
+        computation = [*_signed(c), "*", *_signed(x), "**", str(d), "=", *_signed(c), "*", *_signed(x**d)]
+        variables = ["sum", ":", str(total), "+", *_signed(value), "=", str(new)]
+        steps.append(Step([coefficient, degree], computation, _signed(value), variables, sum(terms[k + 1 :], [])))
+        total = new
+    return steps
+
+
+def _lego_longest(n: int, components: str) -> list[str]:
+    """A chain a = +1, b = +a, .. in order, querying its last variable: every step is written."""
+    names = [chr(ord("a") + i) for i in range(n)]
+    return [*(t for i, v in enumerate(names) for t in (v, "+", names[i - 1] if i else "1")), names[-1]]
+
+
+@writes_steps("lego", ("=",), _lego_longest, components="icor")
+def lego_steps(prompt: list[str]) -> list[Step]:
+    """The chain resolved from its root to the queried variable, in chain order whatever the
+    clauses' order; what remains is the clauses not yet resolved, as written:
+    `in b comp - a = - + 1 out - 1 re c + b d - c` (the root's step has an empty computation)."""
+    clauses, query = [prompt[i : i + 3] for i in range(0, len(prompt) - 1, 3)], prompt[-1]
+    after = {operand: clause for clause in clauses for operand in clause[2:]}  # each link, by what it reads
+    value, remaining, steps, operand = {"1": 1}, list(clauses), [], "1"
+    while True:
+        clause = after[operand]
+        variable, sign = clause[0], clause[1]
+        value[variable] = value[operand] * (1 if sign == "+" else -1)
+        computation = [] if operand == "1" else [sign, operand, "=", sign, "+" if value[operand] > 0 else "-", "1"]
+        remaining.remove(clause)
+        output = ["+" if value[variable] > 0 else "-", "1"]
+        steps.append(Step([variable], computation, output, [], sum(remaining, [])))
+        if variable == query:
+            return steps
+        operand = variable
+
+
+@torch.inference_mode()
+def generate_until_eos(model: DecoderOnlyLM, prompt: Tensor, max_new_tokens: int) -> Tensor:
+    """Greedy decoding with the cache (`prefill`, then `decode_step`) until every row has written
+    EOS or `max_new_tokens` are written: (B, P + k), PAD after each row's EOS."""
+    _check_generation(model, prompt, max_new_tokens, True, None)
+    B, P = prompt.shape
+    cache = new_cache(model, B, P + max_new_tokens)
+    logits, done, written = prefill(model, prompt, cache), torch.zeros(B, dtype=torch.bool), []
+    for t in range(max_new_tokens):
+        token = torch.where(done, PAD, logits.argmax(-1))
+        written.append(token)
+        done |= token == EOS
+        if done.all() or t + 1 == max_new_tokens:
+            break
+        logits = decode_step(model, token, cache)
+    return torch.cat([prompt, torch.stack(written, dim=1)], dim=1)
+
+
+def final_answer(tokens: Sequence[int], end: int) -> list[int] | None:
+    """The answer a generated target gives: what follows its last scratchpad end (token id `end`)
+    up to EOS; None if it never ends its scratchpad or never stops."""
+    tokens = list(tokens)
+    if EOS not in tokens or end not in tokens[: tokens.index(EOS)]:
+        return None
+    stop = tokens.index(EOS)
+    start = max(i for i in range(stop) if tokens[i] == end) + 1
+    return tokens[start:stop]
+
+
+def target_parts(target: Sequence[int], task: WithScratchpad) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+    """Where a target (answer tokens after SEP, EOS included) has each step and its answer: spans
+    (start, stop) of each step with the separator that ends it, and of the answer with its EOS."""
+    target, separator, end = list(target), task.ids[STEP_SEPARATOR], task.ids[SCRATCHPAD_END]
+    cut = target.index(end) + 1
+    ends = [i + 1 for i, t in enumerate(target[:cut]) if t in (separator, end)]
+    return list(zip([0, *ends[:-1]], ends)), (cut, target.index(EOS) + 1)
+
+
+def score_scratchpad(right: Tensor, batch: Batch, task: WithScratchpad) -> dict[str, Tensor]:
+    """Teacher-forced scores per row from `right` (B, T - 1), whether each target token is the
+    argmax given the true prefix: the whole target right, the fraction of its steps right (every
+    token of the step and its separator), and the answer right given the true steps."""
+    out: dict[str, list[float]] = {"scratchpad_exact_match": [], "step_accuracy": [], "answer_given_steps": []}
+    for b in range(batch.tokens.shape[0]):
+        sep = int((batch.tokens[b] == SEP).nonzero()[0])
+        ok = right[b, sep:].tolist()  # ok[i]: target token i (the token at sep + 1 + i) is right
+        steps, (a, z) = target_parts(batch.tokens[b, sep + 1 :].tolist(), task)
+        out["scratchpad_exact_match"].append(float(all(ok[:z])))
+        out["step_accuracy"].append(float(np.mean([all(ok[i:j]) for i, j in steps])))
+        out["answer_given_steps"].append(float(all(ok[a:z])))
+    return {k: torch.tensor(v) for k, v in out.items()}
+
+
+def answer_exact_match(
+    model: DecoderOnlyLM, batch: Batch, task: WithScratchpad, max_new_tokens: int, whole: Tensor | None = None
+) -> Tensor:
+    """(B,) bool: greedy decoding from [BOS, prompt, SEP] writes its own steps, then the right
+    final answer (the paper's metric). Rows are decoded in groups of one prompt length. A row
+    whose whole target is the argmax given the true prefix (`whole`, teacher-forced) is right
+    without decoding: greedy decoding then writes exactly that target."""
+    sep = (batch.tokens == SEP).int().argmax(dim=1)
+    hits = torch.zeros(len(sep), dtype=torch.bool) if whole is None else whole.bool().clone()
+    for p in sep[~hits].unique().tolist():
+        rows = ((sep == p) & ~hits).nonzero()[:, 0]
+        generated = generate_until_eos(model, batch.tokens[rows, : p + 1], max_new_tokens)[:, p + 1 :]
+        for r, g in zip(rows.tolist(), generated.tolist()):
+            truth = final_answer(batch.tokens[r, p + 1 :].tolist(), task.ids[SCRATCHPAD_END])
+            hits[r] = final_answer(g, task.ids[SCRATCHPAD_END]) == truth
+    return hits
+
+
+def scratchpad_metrics(
+    model: DecoderOnlyLM,
+    task: WithScratchpad,
+    lengths: Iterable[int],
+    n_per_length: int = 256,
+    seed: int = 1234,
+    batch_size: int = 256,
+) -> dict[str, dict[int, float]]:
+    """Per size n: `exact_match` of the final answer after the model's own steps (greedy, with the
+    cache), and teacher-forced: the whole target, the fraction of steps right, the answer given
+    the true steps. The prompts are those the task draws without a scratchpad (`prompt_key`)."""
+    if model.config.random_positions or model.config.position_coupling:
+        raise ValueError(
+            "scratchpad evaluation decodes with a cache at positions 0, 1, ..; train without "
+            "random_positions and position_coupling"
+        )
+    metrics: dict[str, dict[int, float]] = {"exact_match": {}}
+    with evaluating(model):
+        for n in lengths:
+            task.check_size(n)
+            batch = evaluation_batch(task, n, n_per_length, seed)
+            scores: dict[str, list[Tensor]] = {}
+            for i in range(0, n_per_length, batch_size):
+                part = _slice_batch(batch, i, i + batch_size)
+                logits = model(part.inputs, positions=part.positions[:, :-1])
+                row = score_scratchpad((logits.argmax(-1) == part.targets) | ~part.loss_mask, part, task)
+                whole = row["scratchpad_exact_match"]
+                row["exact_match"] = answer_exact_match(model, part, task, task.answer_length(n) + 1, whole)
+                for k, v in row.items():
+                    scores.setdefault(k, []).append(v.float())
+            for k, v in scores.items():
+                metrics.setdefault(k, {})[int(n)] = float(torch.cat(v).mean())
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# 16. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -5354,7 +5733,7 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 16. Command line
+# 17. Command line
 # ---------------------------------------------------------------------------------------------
 
 

@@ -95,3 +95,11 @@ def test_first_fit_decreasing_places_every_item_without_overlap():
     assert len(used) == 4  # 121 cells need at least ceil(121 / 35) = 4 rows; FFD finds 4
     for row in used:  # items are numbered 0, 1, .. within each row, in the order they were placed
         assert sorted(i for r, _, i in place if r == row) == list(range(sum(r == row for r, _, _ in place)))
+
+
+def test_evaluating_records_no_gradients_and_restores_the_mode():
+    model = L.DecoderOnlyLM(L.ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32)).train()
+    with L.evaluating(model):
+        assert not model.training and not torch.is_grad_enabled()
+        assert not model(torch.tensor([[L.BOS, 5, 6]])).requires_grad
+    assert model.training and torch.is_grad_enabled()
