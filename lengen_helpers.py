@@ -22,8 +22,9 @@ experiment. Each later section holds one chapter's code, all of it:
    13. how NoPE knows where it is      (08: the theorems as hand-set weights, probes)
    14. what moves the cliff            (09: failure anatomy, attention scaling, training interventions)
    15. scratchpads                     (10: a task's steps before its answer, scored on the final answer)
-   16. benchmarks                      (03, 06: training throughput, decoding caches)
-   17. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
+   16. addition that generalizes       (11: digit places as positions, Cho et al. and McLeish et al.)
+   17. benchmarks                      (03, 06: training throughput, decoding caches)
+   18. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
@@ -474,6 +475,8 @@ def model_positions(config: ModelConfig, batch: Batch, generator: torch.Generato
         out = randomize_positions(out, config.random_positions, generator)
     if config.position_coupling:
         out = couple_positions(out, batch.positions.expand_as(batch.segments), task)
+    if config.digit_places:  # each digit at its place in its number (section 16)
+        out = place_positions(out, batch.positions.expand_as(batch.segments), task, config.digit_places, generator)
     return out
 
 
@@ -892,6 +895,7 @@ class ModelConfig:
     scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al. (notebook 04)
     random_positions: int = ranged(0, 0)  # P > 0: positions are a sorted random sample from [0, P) (Ruoss et al.)
     position_coupling: bool = False  # answer queries read their source's position (Cho et al.)
+    digit_places: int = ranged(0, 0)  # P > 0: positions are digit places, offset at random below P (section 16)
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -911,6 +915,15 @@ class ModelConfig:
             raise ValueError(
                 f"random_positions={self.random_positions} draws positions past the learned table's "
                 f"max_positions={self.max_positions}; set max_positions >= random_positions"
+            )
+        if self.digit_places and (self.random_positions or self.position_coupling):
+            raise ValueError(
+                "digit_places replaces every position: use it without random_positions and position_coupling"
+            )
+        if self.encoding == "learned" and self.digit_places > self.max_positions:
+            raise ValueError(
+                f"digit_places={self.digit_places} draws positions past the learned table's "
+                f"max_positions={self.max_positions}; set max_positions >= digit_places"
             )
         if self.encoding == "rope":
             rotary_dims(self)
@@ -1378,6 +1391,11 @@ def generate(
     return (out, torch.stack(step_logits, dim=1)) if return_logits else out
 
 
+def _own_positions(config: ModelConfig) -> bool:
+    """Whether a model reads positions of its own (randomized, coupled, digit places), not 0, 1, .."""
+    return bool(config.random_positions or config.position_coupling or config.digit_places)
+
+
 def _check_generation(
     model: DecoderOnlyLM, prompt: Tensor, max_new_tokens: int, use_cache: bool, positions: Tensor | None
 ) -> None:
@@ -1387,10 +1405,10 @@ def _check_generation(
         raise ValueError(f"max_new_tokens must be an integer >= 0; got {max_new_tokens!r}")
     B, P = prompt.shape
     total = P + max_new_tokens
-    if positions is None and (model.config.random_positions or model.config.position_coupling):
+    if positions is None and _own_positions(model.config):
         raise ValueError(
-            "generate decodes at positions 0, 1, ..; a model trained with random_positions or "
-            "position_coupling reads others: pass them (positions=, use_cache=False), or score it "
+            "generate decodes at positions 0, 1, ..; a model trained with random_positions, "
+            "position_coupling or digit_places reads others: pass them (positions=, use_cache=False), or score it "
             "teacher-forced (exact_match_by_length, failure_anatomy), which equals greedy"
         )
     if positions is not None and (use_cache or positions.shape[0] != B or positions.shape[1] < total - 1):
@@ -1550,7 +1568,9 @@ class RunConfig:
                 f"<= eval_max_len ({self.eval_max_len}) (task {self.task!r} starts at size {task.min_size})"
             )
         longest = task.sequence_length(self.eval_max_len)
-        if self.model.encoding == "learned" and longest > self.model.max_positions:
+        if self.model.digit_places:  # positions are places below P, whatever the length (section 16)
+            place_room(task, self.eval_max_len, self.model.digit_places)
+        elif self.model.encoding == "learned" and longest > self.model.max_positions:
             raise ValueError(
                 f"eval_max_len={self.eval_max_len} needs {longest} positions for task {self.task!r} but the "
                 f"learned table has max_positions={self.model.max_positions}"
@@ -1595,6 +1615,7 @@ LATER_FIELDS: dict[str, Any] = {
     "model.scale_embeddings": False,
     "model.random_positions": 0,
     "model.position_coupling": False,
+    "model.digit_places": 0,
     "train_eos": True,
     "task_options": {},
 }
@@ -3140,7 +3161,7 @@ def draw_attention(
     rows = head_maps[example, q].numpy()
     score = float(head_maps[:, q, k].mean())
     sep = int(q[0])  # the query that predicts y_1 is SEP
-    own = c.random_positions or c.position_coupling  # positions the caches do not decode at
+    own = _own_positions(c)  # positions the caches do not decode at
     prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
     generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
     target = batch.tokens[example, sep + 1 :]
@@ -5327,10 +5348,10 @@ def scratchpad_metrics(
     """Per size n: `exact_match` of the final answer after the model's own steps (greedy, with the
     cache), and teacher-forced: the whole target, the fraction of steps right, the answer given
     the true steps. The prompts are those the task draws without a scratchpad (`prompt_key`)."""
-    if model.config.random_positions or model.config.position_coupling:
+    if _own_positions(model.config):
         raise ValueError(
             "scratchpad evaluation decodes with a cache at positions 0, 1, ..; train without "
-            "random_positions and position_coupling"
+            "random_positions, position_coupling and digit_places"
         )
     metrics: dict[str, dict[int, float]] = {"exact_match": {}}
     with evaluating(model):
@@ -5352,7 +5373,112 @@ def scratchpad_metrics(
 
 
 # ---------------------------------------------------------------------------------------------
-# 16. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
+# 16. Addition that generalizes: digit places as positions (notebook 11)
+# ---------------------------------------------------------------------------------------------
+
+
+# Position coupling (Cho et al. 2024) and Abacus embeddings (McLeish et al. 2024) give every digit
+# the position of its place in its number, so that the two operand digits of a column and the
+# answer digit they make share one position at any length. Here a model with digit_places=P reads,
+# for each token, its place from the task's layout (`PLACE_LAYOUTS`): operand digits their
+# significance (1 = units), each query of the answer the place of the digit it predicts (as in
+# notebook 09's coupling, the query that predicts a digit sits where that digit's operands sit),
+# the other tokens 0; then one random offset per sequence, drawn so that every position stays below
+# P. Training at 8 digits thus visits every position a 64-digit test reads. With the learned
+# encoding this is an Abacus embedding on a model with no other position signal; with RoPE, ALiBi
+# or T5 the relative distances between a column's digits are 0 and 1 at every length. The layout
+# depends on the size of the prompt and on the decoding step only, never on the answer.
+
+PLACE_LAYOUTS: dict[str, Callable[[Task, int], list[int]]] = {}
+
+
+def addition_places(task: Task, n: int) -> list[int]:
+    """The places of [BOS, a (n digits), +, b (n digits), SEP, answer (n + 1 digits), EOS] at size n:
+    operand digits by significance, written most significant first; the queries SEP, y_1, ..
+    each the significance of the digit they predict (least significant first if answer="lsd"),
+    the query predicting EOS one past the answer's top place; BOS, + and EOS at 0, n + 3."""
+    if task.format["format"] != "equal":
+        raise ValueError("digit places need both operands written with n digits (addition format 'equal')")
+    operand = list(range(n, 0, -1))
+    answer = list(range(1, n + 2)) if task.format["answer"] == "lsd" else list(range(n + 1, 0, -1))
+    return [0, *operand, 0, *operand, *answer, n + 2, n + 3]
+
+
+PLACE_LAYOUTS["addition"] = addition_places
+
+
+def place_layout(task: Task, n: int) -> list[int]:
+    """Each token's place at size n (one per token of [BOS, prompt, SEP, answer, EOS])."""
+    if task.name not in PLACE_LAYOUTS or isinstance(task, WithScratchpad):
+        raise ValueError(f"task {task.key!r} has no digit places; tasks with them: {', '.join(sorted(PLACE_LAYOUTS))}")
+    layout = PLACE_LAYOUTS[task.name](task, n)
+    if len(layout) != task.sequence_length(n):
+        raise RuntimeError(f"{task.key}: a layout of {len(layout)} places for {task.sequence_length(n)} tokens")
+    return layout
+
+
+def place_room(task: Task, n: int, n_positions: int) -> int:
+    """How many offsets size n can take below `n_positions` (at least 1, else a ValueError)."""
+    room = n_positions - max(place_layout(task, n))
+    if room < 1:
+        raise ValueError(
+            f"digit_places={n_positions} is too small for {task.key} at size {n}: its places reach "
+            f"{max(place_layout(task, n))}; set digit_places > {max(place_layout(task, n))}"
+        )
+    return room
+
+
+def place_positions(batch: Batch, offsets: Tensor, task: Task, n_positions: int, generator: torch.Generator) -> Batch:
+    """Every token at its place (`place_layout`) plus one offset per sequence, uniform over those
+    that keep its places below `n_positions`. `offsets` are each token's index in its sequence."""
+    seg, positions = batch.segments, batch.positions.clone()
+    seq, lengths = _sequence_index(seg)
+    draw = torch.rand(len(lengths), generator=generator)  # one per sequence
+    length = lengths[seq]
+    for n in task.sizes(task.min_size, task.max_size or seg.shape[1]):
+        if task.sequence_length(n) > seg.shape[1]:
+            break
+        mask = (seg >= 0) & (length == task.sequence_length(n))
+        if mask.any():
+            shift = (draw[seq[mask]] * place_room(task, n, n_positions)).long()
+            positions[mask] = torch.tensor(place_layout(task, n))[offsets[mask]] + shift
+    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
+
+
+# The ingredients, combined into arms (each a set of overrides of the addition run): the answer
+# least significant digit first ("lsd"; the operands are always written with n digits each, zero
+# padded: the "equal" format), and digit places as positions. Trained on 1-8 digits, tested on
+# every size to 64.
+ADDITION_PLACES = 100  # P: above the 67 places a 64-digit sum reaches, so every test position is trained
+ADDITION_ARMS: dict[str, dict[str, Any]] = {
+    "msd": {},
+    "lsd": {"task_options": {"answer": "lsd"}},
+    "msd+places": {"digit_places": ADDITION_PLACES},
+    "lsd+places": {"task_options": {"answer": "lsd"}, "digit_places": ADDITION_PLACES},
+}
+
+
+def addition_run(arm: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
+    """An addition run of `arm` (`ADDITION_ARMS`): trained on 1-8 digits, scored on 1-64."""
+    if arm not in ADDITION_ARMS:
+        raise _unknown("addition arm", arm, ADDITION_ARMS)
+    settings = {"train_max_len": 8, "eval_max_len": 64, **ADDITION_ARMS[arm], **overrides}
+    if encoding == "learned" and settings.get("digit_places"):
+        settings.setdefault("max_positions", settings["digit_places"])
+    return make_run("addition", encoding, seed, **settings)
+
+
+def addition_pilot() -> list[RunConfig]:
+    """The pilot, in the order tried: the study's model and steps, seed 0."""
+    tried = [("lsd+places", "rope"), ("lsd+places", "learned"), ("lsd", "rope"), ("lsd", "nope")]
+    return [addition_run(arm, encoding) for arm, encoding in tried]
+
+
+GRIDS["addition-pilot"] = (addition_pilot, "addition")
+
+
+# ---------------------------------------------------------------------------------------------
+# 17. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -5733,7 +5859,7 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 17. Command line
+# 18. Command line
 # ---------------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,124 @@
+"""Digit places as positions (section 16, notebook 11): the layout couples each column's digits with
+the answer query that predicts its digit, offsets keep every position trained, and positions never
+depend on the answer."""
+
+import pytest
+import torch
+
+import lengen_helpers as L
+
+
+def lsd_addition() -> L.Task:
+    return L.get_task("addition", {"answer": "lsd"})
+
+
+def places_config(encoding: str = "rope", places: int = 72, **model) -> L.ModelConfig:
+    return L.ModelConfig(encoding=encoding, digit_places=places, **model)
+
+
+@pytest.mark.parametrize("answer", ["lsd", "msd"])
+def test_each_answer_query_sits_at_the_place_of_the_digits_it_sums(answer):
+    task = L.get_task("addition", {"answer": answer})
+    n = 5
+    layout = L.place_layout(task, n)
+    a, b = layout[1 : n + 1], layout[n + 2 : 2 * n + 2]
+    assert a == b == [5, 4, 3, 2, 1]  # significance, written most significant first
+    queries = layout[2 * n + 2 : 2 * n + 2 + n + 1]  # SEP, y_1 .. y_n: each predicts the next answer digit
+    significance = list(range(1, n + 2)) if answer == "lsd" else list(range(n + 1, 0, -1))
+    assert queries == significance
+    assert layout[-2:] == [n + 2, n + 3]  # the query predicting EOS, then EOS
+
+
+def test_the_layout_matches_the_digits_in_real_batches():
+    task = lsd_addition()
+    g = torch.Generator().manual_seed(0)
+    batch = L.model_positions(places_config(), L.packed_training_batch(task, [3, 5, 8, 8, 2], g), g, task)
+    for row in range(batch.tokens.shape[0]):
+        seg = batch.segments[row]
+        for s in seg[seg >= 0].unique():
+            tokens, pos = batch.tokens[row][seg == s], batch.positions[row][seg == s]
+            n = (len(tokens) - 5) // 3
+            shift = int(pos[0])  # BOS sits at place 0
+            a, b = tokens[1 : n + 1] - L.N_SPECIAL, tokens[n + 2 : 2 * n + 2] - L.N_SPECIAL
+            answer = tokens[2 * n + 3 : 3 * n + 4] - L.N_SPECIAL  # least significant first
+            total = sum(int(d) * 10**i for i, d in enumerate(reversed(a.tolist()))) + sum(
+                int(d) * 10**i for i, d in enumerate(reversed(b.tolist()))
+            )
+            assert [int(d) for d in answer] == [total // 10**i % 10 for i in range(n + 1)]
+            for i in range(n + 1):  # the query predicting answer digit i (significance i + 1)
+                query = 2 * n + 2 + i
+                assert int(pos[query]) - shift == i + 1
+                if i < n:  # its operand digits share the place
+                    assert int(pos[n - i]) == int(pos[2 * n + 1 - i]) == int(pos[query])
+
+
+def test_offsets_keep_positions_below_p_and_visit_every_test_position():
+    task, P = lsd_addition(), 72
+    cfg = L.RunConfig(
+        task="addition", task_options={"answer": "lsd"}, model=places_config(places=P), train_max_len=8, eval_max_len=64
+    )
+    g = torch.Generator().manual_seed(1)
+    seen = set()
+    for _ in range(40):
+        batch = L.training_batch(task, cfg, g)
+        pos = batch.positions[batch.segments >= 0]
+        assert int(pos.max()) < P and int(pos.min()) >= 0
+        seen |= set(pos.tolist())
+    test = L.evaluation_batch(task, 64, 8, 1234, cfg.model)
+    assert set(test.positions.flatten().tolist()) <= seen  # every position the 64-digit test reads was trained
+
+
+def test_positions_depend_on_the_prompt_and_step_never_on_the_answer():
+    task = lsd_addition()
+    batch = L.single_length_batch(task, 6, 16, torch.Generator().manual_seed(2))
+    other = batch.tokens.clone()
+    answer = slice(2 * 6 + 3, 3 * 6 + 4)
+    other[:, answer] = torch.randint(L.N_SPECIAL, L.N_SPECIAL + 10, other[:, answer].shape)
+    swapped = L.Batch(other, batch.positions, batch.segments, batch.loss_mask)
+    cfg = places_config()
+    a = L.model_positions(cfg, batch, torch.Generator().manual_seed(3), task)
+    b = L.model_positions(cfg, swapped, torch.Generator().manual_seed(3), task)
+    assert torch.equal(a.positions, b.positions)
+
+
+def test_with_digit_places_off_nothing_changes():
+    cfg = L.RunConfig(task="addition", task_options={"answer": "lsd"}, eval_max_len=24)
+    assert "digit_places" not in str(L._hashed_fields(cfg.to_dict()))
+    task, g = lsd_addition(), torch.Generator().manual_seed(4)
+    batch = L.packed_training_batch(task, [3, 4], g)
+    assert L.model_positions(cfg.model, batch, g, task) is batch
+
+
+def test_bad_digit_places_are_named():
+    with pytest.raises(ValueError, match="format 'equal'"):
+        L.RunConfig(task="addition", task_options={"format": "paper"}, model=places_config(), eval_max_len=24)
+    with pytest.raises(ValueError, match="digit_places=40 is too small .* set digit_places > 67"):
+        L.RunConfig(task="addition", model=places_config(places=40), eval_max_len=64)
+    with pytest.raises(ValueError, match="task 'copy' has no digit places; tasks with them: addition"):
+        L.RunConfig(task="copy", model=places_config())
+    with pytest.raises(ValueError, match="without random_positions and position_coupling"):
+        places_config(random_positions=128)
+    with pytest.raises(ValueError, match="max_positions >= digit_places"):
+        places_config("learned", places=200)
+    model = L.DecoderOnlyLM(places_config(), lsd_addition().vocab_size)
+    with pytest.raises(ValueError, match="digit_places reads others"):
+        model.generate(torch.tensor([[L.BOS, 5, L.SEP]]), 3)
+
+
+@pytest.mark.slow
+def test_a_digit_places_run_trains_short_and_is_scored_to_64_digits():
+    cfg = L.RunConfig(
+        task="addition",
+        task_options={"answer": "lsd"},
+        model=L.ModelConfig(
+            encoding="learned", digit_places=72, max_positions=72, d_model=16, n_heads=2, n_layers=1, d_ff=32
+        ),
+        steps=3,
+        warmup_steps=1,
+        train_max_len=8,
+        eval_max_len=64,
+        eval_per_length=4,
+    )
+    _, record = L.train_run(cfg, progress=False)
+    assert set(record["exact_match"]) == {str(n) for n in range(1, 65)}
+    assert record["name"] == "addition.lsd-learned-s0"
