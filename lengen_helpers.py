@@ -3847,6 +3847,62 @@ def chosen_grid(task: str, seeds: Sequence[int] = range(3)) -> list[RunConfig]:
 GRIDS.update({f"{t}-{shape}": (lambda t=t: chosen_grid(t), ".") for t, (shape, _) in CHOSEN_SHAPES.items()})
 
 
+def pilot_table(copy_run: float, results_dir: str | Path = RESULTS_DIR / GRIDS["ten-task-pilot"][1]):
+    """The pilot, one row per run in the order tried: task (format), encoding, shape, learning
+    rate, steps, compute in copy runs (`copy_run`: one copy run's FLOPs), wall time, and mean exact
+    match over the training sizes (%)."""
+    rows = []
+    for cfg in ten_task_pilot():
+        shape = next(
+            k
+            for k, v in PILOT_SHAPES.items()
+            if all(getattr(cfg.model, f, getattr(cfg, f, None)) == x for f, x in v.items())
+        )
+        path = record_path(Path(results_dir), cfg)
+        rec = read_record(path) if path.exists() else None
+        rows.append(
+            {
+                "task": cfg.make_task().key,
+                "encoding": cfg.encoding,
+                "shape": shape,
+                "lr": cfg.lr,
+                "steps": cfg.steps,
+                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
+                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
+                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# The runs that stand for each task from here on: the chosen shape's grid where the pilot chose
+# one, LEGO's longer grid (neither shape of the pilot learns it), else the task's grid.
+def standing_grid(task: str) -> list[RunConfig]:
+    """The 6 encodings x 3 seeds that stand for `task` in notebook 07's tables and rankings."""
+    if task in CHOSEN_SHAPES:
+        return chosen_grid(task)
+    return task_grid(task, steps=LONGER_STEPS[task]) if task == "lego" else task_grid(task)
+
+
+def in_distribution_goal(df, median_bar: float = 0.95, seed_bar: float = 0.90, seeds: int = 3):
+    """Per (task, encoding): each seed's mean exact match over the training sizes, then its median
+    and lowest over seeds, and whether it meets the goal (median >= `median_bar`, no seed below
+    `seed_bar`, `seeds` seeds)."""
+    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
+    per_seed = df[df["n"] <= top].groupby(["task", "encoding", "seed"])["exact_match"].mean()
+    g = per_seed.groupby(level=["task", "encoding"])
+    median, lowest, count = g.median(), g.min(), g.size()
+    meets = (median >= median_bar) & (lowest >= seed_bar) & (count >= seeds)
+    return pd.DataFrame(
+        {
+            "median (%)": (100 * median).round(1),
+            "lowest seed (%)": (100 * lowest).round(1),
+            "seeds": count,
+            "meets goal": meets,
+        }
+    )
+
+
 # Ranking across tasks, two ways (notebook 07). The study's statistic: six encodings, each task's
 # test sizes L+1..2L averaged, ties sharing their rank, each task weighted equally. The paper's
 # (its aggregate notebook): five encodings (no learned table), each (split, seed) column's pooled

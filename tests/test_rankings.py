@@ -152,3 +152,39 @@ def test_hierarchical_summary_gives_each_encoding_its_mean_interval_and_chance_o
     assert out["mean"].to_dict() == pytest.approx(L.weighted_mrr(rr).to_dict())
     assert (out["95% low"] <= out["mean"]).all() and (out["mean"] <= out["95% high"]).all()
     assert out["P(best)"].sum() == pytest.approx(1.0) and out.index[0] == "nope"
+
+
+def test_the_in_distribution_goal_is_a_median_over_seeds_with_no_seed_below_the_floor():
+    rows = []
+    # polynomial (L = 8): nope seeds at 1.0, 0.96, 0.91 (meets); rope 1.0, 1.0, 0.85 (one seed under 90%)
+    for enc, means in {"nope": (1.0, 0.96, 0.91), "rope": (1.0, 1.0, 0.85), "t5": (0.94, 0.94, 1.0)}.items():
+        for seed, m in enumerate(means):
+            rows += [
+                {"task": "polynomial", "encoding": enc, "seed": seed, "n": n, "exact_match": m} for n in range(1, 9)
+            ]
+            rows.append(
+                {"task": "polynomial", "encoding": enc, "seed": seed, "n": 12, "exact_match": 0.0}
+            )  # a test size
+    rows += [{"task": "sorting", "encoding": "nope", "seed": s, "n": 3, "exact_match": 1.0} for s in range(2)]
+    goal = L.in_distribution_goal(pd.DataFrame(rows))
+    assert goal.loc[("polynomial", "nope")].tolist() == [96.0, 91.0, 3, True]
+    assert goal.loc[("polynomial", "rope")].tolist() == [100.0, 85.0, 3, False]
+    assert goal.loc[("polynomial", "t5"), "meets goal"] == False  # noqa: E712 (median 94%)
+    assert goal.loc[("sorting", "nope"), "meets goal"] == False  # noqa: E712 (two seeds only)
+
+
+def test_each_task_has_one_standing_grid_of_six_encodings_and_three_seeds():
+    for task in (*L.PAPER_TASKS, "scan", "pcfg"):
+        grid = L.standing_grid(task)
+        assert len(grid) == 18 and {c.encoding for c in grid} == set(L.encoding_names())
+    assert L.standing_grid("addition") == L.chosen_grid("addition")
+    assert L.standing_grid("addition")[0].make_task().key == "addition.paper"
+    assert L.standing_grid("lego")[0].steps == L.LONGER_STEPS["lego"]
+
+
+def test_the_pilot_table_lists_every_run_tried_with_its_compute(monkeypatch):
+    monkeypatch.setattr(L, "run_compute_flops", lambda cfg, sample_steps=100: 2.0 * cfg.steps)
+    table = L.pilot_table(copy_run=1000.0, results_dir="/nonexistent")
+    assert len(table) == len(L.ten_task_pilot())
+    assert table["copy runs"].tolist() == [2.0 * c.steps / 1000.0 for c in L.ten_task_pilot()]
+    assert set(table["shape"]) == set(L.PILOT_SHAPES) and table["in distribution (%)"].isna().all()
