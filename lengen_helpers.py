@@ -5582,8 +5582,10 @@ def addition_run(arm: str, encoding: str, seed: int = 0, **overrides: Any) -> Ru
 
 def addition_pilot() -> list[RunConfig]:
     """The pilot, in the order tried: the study's model and steps, seed 0."""
-    tried = [("lsd+places", "rope"), ("lsd+places", "learned"), ("lsd", "rope"), ("lsd", "nope")]
-    return [addition_run(arm, encoding) for arm, encoding in tried]
+    tried = [("lsd+places", "rope", {}), ("lsd+places", "learned", {}), ("lsd", "rope", {}), ("lsd", "nope", {})]
+    tried += [("lsd+places", "alibi", {}), ("lsd+places", "t5", {})]  # RoPE holds to 10 digits, then falls
+    tried += [("lsd+places", "learned", {"steps": 10_000})]  # the learned table was still on a plateau at 5,000
+    return [addition_run(arm, encoding, **kw) for arm, encoding, kw in tried]
 
 
 GRIDS["addition-pilot"] = (addition_pilot, "addition")
