@@ -188,3 +188,9 @@ def test_the_pilot_table_lists_every_run_tried_with_its_compute(monkeypatch):
     assert len(table) == len(L.ten_task_pilot())
     assert table["copy runs"].tolist() == [2.0 * c.steps / 1000.0 for c in L.ten_task_pilot()]
     assert set(table["shape"]) == set(L.PILOT_SHAPES) and table["in distribution (%)"].isna().all()
+
+
+def test_the_paper_s_figures_stand_beside_our_runs_in_its_own_format_only():
+    table = L.paper_test_accuracy(["copy", "addition", "addition.paper", "sorting", "scan"])
+    assert list(table.columns) == ["copy", "addition.paper", "scan"]  # our own addition format is not the paper's
+    assert table.loc["nope", "addition.paper"] == L.paper_figures()["ood_exact_match_other_tasks"]["addition"]["nope"]
