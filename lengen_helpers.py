@@ -5585,6 +5585,10 @@ def addition_pilot() -> list[RunConfig]:
     tried = [("lsd+places", "rope", {}), ("lsd+places", "learned", {}), ("lsd", "rope", {}), ("lsd", "nope", {})]
     tried += [("lsd+places", "alibi", {}), ("lsd+places", "t5", {})]  # RoPE holds to 10 digits, then falls
     tried += [("lsd+places", "learned", {"steps": 10_000})]  # the learned table was still on a plateau at 5,000
+    tried += [
+        ("lsd+places", "sinusoidal", {}),
+        ("lsd+places", "learned", {"d_model": 128, "d_ff": 512}),
+    ]  # and at 10,000
     return [addition_run(arm, encoding, **kw) for arm, encoding, kw in tried]
 
 
