@@ -701,6 +701,8 @@ class ALiBi(PositionalEncoding):
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         distance = relative_distance(q_pos, k_pos).to(torch.float32)  # (B, Tq, Tk)
+        if self.cfg.alibi_symmetric:  # a key at a later position (digit places) is as far as one before
+            distance = distance.abs()
         return -self.slopes[None, :, None, None] * distance[:, None]
 
 
@@ -896,6 +898,7 @@ class ModelConfig:
     random_positions: int = ranged(0, 0)  # P > 0: positions are a sorted random sample from [0, P) (Ruoss et al.)
     position_coupling: bool = False  # answer queries read their source's position (Cho et al.)
     digit_places: int = ranged(0, 0)  # P > 0: positions are digit places, offset at random below P (section 16)
+    alibi_symmetric: bool = False  # ALiBi's penalty on |q - k|: the same with positions that only count up
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -916,6 +919,8 @@ class ModelConfig:
                 f"random_positions={self.random_positions} draws positions past the learned table's "
                 f"max_positions={self.max_positions}; set max_positions >= random_positions"
             )
+        if self.alibi_symmetric and self.encoding != "alibi":
+            raise ValueError(f"alibi_symmetric changes ALiBi's bias; the encoding is {self.encoding!r}")
         if self.digit_places and (self.random_positions or self.position_coupling):
             raise ValueError(
                 "digit_places replaces every position: use it without random_positions and position_coupling"
@@ -1616,6 +1621,7 @@ LATER_FIELDS: dict[str, Any] = {
     "model.random_positions": 0,
     "model.position_coupling": False,
     "model.digit_places": 0,
+    "model.alibi_symmetric": False,
     "train_eos": True,
     "task_options": {},
 }
@@ -5585,10 +5591,9 @@ def addition_pilot() -> list[RunConfig]:
     tried = [("lsd+places", "rope", {}), ("lsd+places", "learned", {}), ("lsd", "rope", {}), ("lsd", "nope", {})]
     tried += [("lsd+places", "alibi", {}), ("lsd+places", "t5", {})]  # RoPE holds to 10 digits, then falls
     tried += [("lsd+places", "learned", {"steps": 10_000})]  # the learned table was still on a plateau at 5,000
-    tried += [
-        ("lsd+places", "sinusoidal", {}),
-        ("lsd+places", "learned", {"d_model": 128, "d_ff": 512}),
-    ]  # and at 10,000
+    tried += [("lsd+places", "sinusoidal", {})]
+    tried += [("lsd+places", "learned", {"d_model": 128, "d_ff": 512})]  # the learned table, wider
+    tried += [("lsd+places", "alibi", {"alibi_symmetric": True})]  # ALiBi boosts keys at higher places: penalize |d|
     return [addition_run(arm, encoding, **kw) for arm, encoding, kw in tried]
 
 

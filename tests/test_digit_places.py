@@ -122,3 +122,16 @@ def test_a_digit_places_run_trains_short_and_is_scored_to_64_digits():
     _, record = L.train_run(cfg, progress=False)
     assert set(record["exact_match"]) == {str(n) for n in range(1, 65)}
     assert record["name"] == "addition.lsd-learned-s0"
+
+
+def test_symmetric_alibi_penalizes_keys_at_later_positions_and_changes_nothing_else():
+    q, k = torch.tensor([[3, 3, 3]]), torch.tensor([[1, 3, 6]])
+    plain = L.make_encoding(L.ModelConfig(encoding="alibi"))
+    both = L.make_encoding(L.ModelConfig(encoding="alibi", alibi_symmetric=True))
+    slope = float(plain.slopes[0])
+    assert plain.bias(q[0], k[0])[0, 0, 0].tolist() == pytest.approx([-2 * slope, 0, 3 * slope])  # boosted
+    assert both.bias(q[0], k[0])[0, 0, 0].tolist() == pytest.approx([-2 * slope, 0, -3 * slope])
+    causal = torch.arange(6)
+    assert torch.equal(plain.bias(causal, causal).tril(), both.bias(causal, causal).tril())  # keys before: the same
+    with pytest.raises(ValueError, match="alibi_symmetric changes ALiBi's bias; the encoding is 'rope'"):
+        L.ModelConfig(encoding="rope", alibi_symmetric=True)
