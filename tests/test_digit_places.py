@@ -4,6 +4,7 @@ depend on the answer."""
 
 import pytest
 import torch
+from support import tiny
 
 import lengen_helpers as L
 
@@ -107,17 +108,16 @@ def test_bad_digit_places_are_named():
 
 @pytest.mark.slow
 def test_a_digit_places_run_trains_short_and_is_scored_to_64_digits():
-    cfg = L.RunConfig(
-        task="addition",
+    places = dict(digit_places=72, max_positions=72, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    cfg = tiny(
+        "addition",
+        "learned",
         task_options={"answer": "lsd"},
-        model=L.ModelConfig(
-            encoding="learned", digit_places=72, max_positions=72, d_model=16, n_heads=2, n_layers=1, d_ff=32
-        ),
         steps=3,
         warmup_steps=1,
         train_max_len=8,
         eval_max_len=64,
-        eval_per_length=4,
+        **places,
     )
     _, record = L.train_run(cfg, progress=False)
     assert set(record["exact_match"]) == {str(n) for n in range(1, 65)}

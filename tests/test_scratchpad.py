@@ -4,6 +4,7 @@ and the scores (final answer by greedy decoding with the cache; whole target; st
 
 import pytest
 import torch
+from support import tiny as tiny_run
 
 import lengen_helpers as L
 
@@ -343,16 +344,8 @@ def test_a_learned_table_too_short_for_the_scratchpad_is_refused():
 
 @pytest.mark.slow
 def test_a_scratchpad_run_records_the_answer_and_its_steps(tmp_path):
-    cfg = L.RunConfig(
-        task="parity",
-        task_options={"scratchpad": "icovr"},
-        model=L.ModelConfig(d_model=16, n_heads=2, n_layers=1, d_ff=32),
-        steps=3,
-        warmup_steps=1,
-        train_max_len=4,
-        eval_max_len=6,
-        eval_per_length=4,
-    )
+    small = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, steps=3, warmup_steps=1, eval_per_length=4)
+    cfg = tiny_run("parity", task_options={"scratchpad": "icovr"}, **small)
     _, record = L.train_run(cfg, progress=False)
     assert record["name"] == "parity.scratchpad-icovr-nope-s0"
     assert set(record["exact_match"]) == {str(n) for n in range(1, 7)}
