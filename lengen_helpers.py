@@ -730,7 +730,12 @@ class T5Bias(PositionalEncoding):
         self.table = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        buckets = t5_bucket(relative_distance(q_pos, k_pos), self.cfg.t5_num_buckets, self.cfg.t5_max_distance)
+        distance, n, top = relative_distance(q_pos, k_pos), self.cfg.t5_num_buckets, self.cfg.t5_max_distance
+        if self.cfg.t5_bidirectional:  # T5's encoder: half the buckets for keys at later positions (digit places)
+            later = distance < 0
+            buckets = torch.where(later, n // 2, 0) + t5_bucket(distance.abs(), n // 2, top)
+        else:
+            buckets = t5_bucket(distance, n, top)
         return self.table(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
 
 
@@ -899,6 +904,7 @@ class ModelConfig:
     position_coupling: bool = False  # answer queries read their source's position (Cho et al.)
     digit_places: int = ranged(0, 0)  # P > 0: positions are digit places, offset at random below P (section 16)
     alibi_symmetric: bool = False  # ALiBi's penalty on |q - k|: the same with positions that only count up
+    t5_bidirectional: bool = False  # T5 buckets keys at later positions apart (its encoder's way), not as distance 0
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -909,16 +915,20 @@ class ModelConfig:
         check_ranges(self)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.t5_max_distance <= self.t5_num_buckets // 2:
+        exact = self.t5_num_buckets // (4 if self.t5_bidirectional else 2)
+        if self.t5_max_distance <= exact:
+            share = "a quarter" if self.t5_bidirectional else "half"
             raise ValueError(
-                f"t5_max_distance={self.t5_max_distance} must exceed half of t5_num_buckets "
-                f"({self.t5_num_buckets}): the exact buckets cover distances below it"
+                f"t5_max_distance={self.t5_max_distance} must exceed {exact}, the distances the exact "
+                f"buckets cover ({share} of t5_num_buckets={self.t5_num_buckets})"
             )
         if self.encoding == "learned" and self.random_positions > self.max_positions:
             raise ValueError(
                 f"random_positions={self.random_positions} draws positions past the learned table's "
                 f"max_positions={self.max_positions}; set max_positions >= random_positions"
             )
+        if self.t5_bidirectional and self.encoding != "t5":
+            raise ValueError(f"t5_bidirectional changes T5's buckets; the encoding is {self.encoding!r}")
         if self.alibi_symmetric and self.encoding != "alibi":
             raise ValueError(f"alibi_symmetric changes ALiBi's bias; the encoding is {self.encoding!r}")
         if self.digit_places and (self.random_positions or self.position_coupling):
@@ -1622,6 +1632,7 @@ LATER_FIELDS: dict[str, Any] = {
     "model.position_coupling": False,
     "model.digit_places": 0,
     "model.alibi_symmetric": False,
+    "model.t5_bidirectional": False,
     "train_eos": True,
     "task_options": {},
 }
@@ -5594,6 +5605,8 @@ def addition_pilot() -> list[RunConfig]:
     tried += [("lsd+places", "sinusoidal", {})]
     tried += [("lsd+places", "learned", {"d_model": 128, "d_ff": 512})]  # the learned table, wider
     tried += [("lsd+places", "alibi", {"alibi_symmetric": True})]  # ALiBi boosts keys at higher places: penalize |d|
+    # direction-aware and bounded: every distance of 6 or more shares its side's last bucket, trained at 7-8 digits
+    tried += [("lsd+places", "t5", {"t5_bidirectional": True, "t5_num_buckets": 16, "t5_max_distance": 6})]
     return [addition_run(arm, encoding, **kw) for arm, encoding, kw in tried]
 
 

@@ -135,3 +135,19 @@ def test_symmetric_alibi_penalizes_keys_at_later_positions_and_changes_nothing_e
     assert torch.equal(plain.bias(causal, causal).tril(), both.bias(causal, causal).tril())  # keys before: the same
     with pytest.raises(ValueError, match="alibi_symmetric changes ALiBi's bias; the encoding is 'rope'"):
         L.ModelConfig(encoding="rope", alibi_symmetric=True)
+
+
+def test_bidirectional_t5_buckets_keys_at_later_positions_apart_and_bounds_far_ones():
+    cfg = L.ModelConfig(encoding="t5", t5_bidirectional=True, t5_num_buckets=16, t5_max_distance=6)
+    t5 = L.make_encoding(cfg)
+    with torch.no_grad():
+        t5.table.weight.copy_(torch.arange(16.0)[:, None].expand(16, cfg.n_heads))  # bias = bucket number
+    q, k = torch.tensor([10] * 7), torch.tensor([10, 9, 7, 3, 11, 13, 40])
+    buckets = t5.bias(q, k)[0, 0, 0].tolist()
+    assert buckets[:4] == [0, 1, 3, 7]  # keys before: 0-3 exact, 7 = the last bucket of that side (distance >= 6)
+    assert buckets[4:] == [9, 11, 15]  # keys after: 8 + the same buckets, 30 places away in the last one too
+    assert L.t5_bucket(torch.tensor([6, 50]), 8, 6).tolist() == [7, 7]
+    with pytest.raises(ValueError, match="t5_max_distance=4 must exceed 4, the distances the exact buckets cover"):
+        L.ModelConfig(encoding="t5", t5_bidirectional=True, t5_num_buckets=16, t5_max_distance=4)
+    with pytest.raises(ValueError, match="t5_bidirectional changes T5's buckets; the encoding is 'nope'"):
+        L.ModelConfig(t5_bidirectional=True)
