@@ -5501,6 +5501,19 @@ def scratchpad_metrics(
     return metrics
 
 
+# What a scratchpad run costs decides the experiments: the target of a full scratchpad is about
+# ten times the answer (315 tokens for 8-digit addition), so the pilot first asks how few steps of
+# the study's model learn it.
+def scratchpad_pilot() -> list[RunConfig]:
+    """The pilot, in the order tried: the paper's addition with the full scratchpad, NoPE, seed 0,
+    the study's model at 2,000 steps, scored to 16 digits (the paper's 2L)."""
+    options = {"format": "paper", "scratchpad": "icovr"}
+    return [make_run("addition", "nope", 0, task_options=options, train_max_len=8, eval_max_len=16, steps=2_000)]
+
+
+GRIDS["scratchpad-pilot"] = (scratchpad_pilot, "scratchpads")
+
+
 # ---------------------------------------------------------------------------------------------
 # 16. Addition that generalizes: digit places as positions (notebook 11)
 # ---------------------------------------------------------------------------------------------
