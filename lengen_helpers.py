@@ -1495,7 +1495,8 @@ def exact_match_by_length(
     batch_size: int = 256,
 ) -> dict[int, float]:
     """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced).
-    `task`: a registered name, or a task in its format (`RunConfig.make_task`)."""
+    `task`: a registered name, or a task in its format (`RunConfig.make_task`). With a scratchpad
+    this scores the whole target, steps included; `scratchpad_metrics` scores the final answer."""
     t = get_task(task) if isinstance(task, str) else task
     lengths = list(lengths)
     for name, value in (("n_per_length", n_per_length), ("batch_size", batch_size)):
