@@ -1400,7 +1400,8 @@ def generate(
     step_logits = []
     for t in range(P, total):
         out[:, t] = logits.argmax(-1)
-        step_logits.append(logits)
+        if return_logits:  # kept only when asked: (B, vocab) per step adds up over long generations
+            step_logits.append(logits)
         if t + 1 < total:
             logits = step(t)
     return (out, torch.stack(step_logits, dim=1)) if return_logits else out
