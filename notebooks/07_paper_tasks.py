@@ -123,8 +123,8 @@ pilot.round({"copy runs": 1, "wall (min)": 1, "in distribution (%)": 1})
 # one is far from it), at the default learning rate; the paper's addition by the deep shape at
 # learning rate 2e-3. LEGO stays at 83-85% with either shape and either learning rate: solved for
 # chains of up to three variables and guessed more often beyond, the same plateau the study's model
-# reached. PCFG reaches 81.7% with the deep shape, its loss still falling at 10,000 steps; more
-# steps might reach the goal, but a grid of them would not fit the budget (below). Neither gets a
+# reached. PCFG reaches 81.7% with the deep shape, the best of any model tried; more steps might
+# reach the goal, but a grid of them would not fit the budget (below). Neither gets a
 # grid of a larger model: a grid of a shape that does not learn the task would rank an unlearned
 # task. Their grids of the study's model stand for them, marked as not learned.
 #
