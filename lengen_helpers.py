@@ -1377,8 +1377,11 @@ def generate(
     return_logits: bool = False,
     cache_kind: str = "auto",
     positions: Tensor | None = None,
+    stop_at_eos: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
+    With `stop_at_eos`, a row writes PAD after its EOS and decoding stops once every row has
+    written one: the result may then be shorter (scratchpads, section 15).
 
     With a cache (`cache_kind` as in `new_cache`), the prompt fills it in one forward pass and each
     later step feeds only the newest token (`decode_step`); without, every step re-runs the whole
@@ -1397,11 +1400,16 @@ def generate(
     else:
         at = (lambda t: None) if positions is None else (lambda t: positions[:, :t])  # noqa: E731
         logits, step = model(prompt, at(P))[:, -1], lambda t: model(out[:, : t + 1], at(t + 1))[:, -1]
-    step_logits = []
+    step_logits, done = [], torch.zeros(B, dtype=torch.bool, device=prompt.device)
     for t in range(P, total):
-        out[:, t] = logits.argmax(-1)
+        out[:, t] = torch.where(done, PAD, logits.argmax(-1))
         if return_logits:  # kept only when asked: (B, vocab) per step adds up over long generations
             step_logits.append(logits)
+        if stop_at_eos:
+            done |= out[:, t] == EOS
+            if done.all():
+                out = out[:, : t + 1]
+                break
         if t + 1 < total:
             logits = step(t)
     return (out, torch.stack(step_logits, dim=1)) if return_logits else out
@@ -2450,11 +2458,15 @@ def load_available(configs: Sequence[RunConfig], results_dir: str | Path = RESUL
     return [read_record(record_path(Path(results_dir), c)) for c in have], [c.name for c in configs if c not in have]
 
 
+def training_rows(df):
+    """The rows of an `exact_match_frame` at its tasks' training sizes (n up to each task's L)."""
+    return df[df["n"] <= df["task"].map(lambda t: task_of_key(t).train_max_size)]
+
+
 def learned_in_distribution(df, bar: float = 0.9):
     """Per task: the best encoding's mean exact match (over seeds) at the training sizes, and whether
     it reaches `bar` (the study's test of whether a task is learned at all)."""
-    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
-    best = df[df["n"] <= top].groupby(["task", "encoding"])["exact_match"].mean().groupby(level="task").max()
+    best = training_rows(df).groupby(["task", "encoding"])["exact_match"].mean().groupby(level="task").max()
     return pd.DataFrame({"best in-distribution exact match (%)": (100 * best).round(1), "learned": best >= bar})
 
 
@@ -3827,19 +3839,22 @@ def pilot_run(task: str, encoding: str, shape: str, **overrides: Any) -> RunConf
     return task_grid(task, [encoding], [0], **settings)[0]
 
 
+# The pilot's runs, in the order they were tried: (task, encoding, shape, other settings).
+TEN_TASK_PILOT: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("polynomial", "nope", "deep", {}),
+    ("polynomial", "nope", "wide", {}),
+    *[(t, "nope", shape, {}) for t in ("addition", "lego") for shape in ("deep", "wide")],
+    ("addition", "sinusoidal", "deep", {}),
+    ("polynomial", "sinusoidal", "deep", {}),
+    ("addition", "nope", "deep", {"lr": 2e-3}),  # addition is just at the goal with the default
+    ("pcfg", "nope", "deep", {}),
+    ("lego", "nope", "deep", {"lr": 2e-3}),  # neither shape learns LEGO with the default
+]
+
+
 def ten_task_pilot() -> list[RunConfig]:
     """The pilot's runs, in the order they were tried."""
-    tried = [
-        ("polynomial", "nope", "deep", {}),
-        ("polynomial", "nope", "wide", {}),
-        *[(t, "nope", shape, {}) for t in ("addition", "lego") for shape in ("deep", "wide")],
-        ("addition", "sinusoidal", "deep", {}),
-        ("polynomial", "sinusoidal", "deep", {}),
-        ("addition", "nope", "deep", {"lr": 2e-3}),  # addition is just at the goal with the default
-        ("pcfg", "nope", "deep", {}),
-        ("lego", "nope", "deep", {"lr": 2e-3}),  # neither shape learns LEGO with the default
-    ]
-    return [pilot_run(t, e, shape, **kw) for t, e, shape, kw in tried]
+    return [pilot_run(t, e, shape, **kw) for t, e, shape, kw in TEN_TASK_PILOT]
 
 
 GRIDS["ten-task-pilot"] = (ten_task_pilot, "pilots")
@@ -3918,12 +3933,7 @@ def pilot_table(copy_run: float, results_dir: str | Path = RESULTS_DIR / GRIDS["
     rate, steps, compute in copy runs (`copy_run`: one copy run's FLOPs), wall time, and mean exact
     match over the training sizes (%)."""
     rows = []
-    for cfg in ten_task_pilot():
-        shape = next(
-            k
-            for k, v in PILOT_SHAPES.items()
-            if all(getattr(cfg.model, f, getattr(cfg, f, None)) == x for f, x in v.items())
-        )
+    for cfg, (_, _, shape, _) in zip(ten_task_pilot(), TEN_TASK_PILOT):
         path = record_path(Path(results_dir), cfg)
         rec = read_record(path) if path.exists() else None
         rows.append(
@@ -3941,6 +3951,22 @@ def pilot_table(copy_run: float, results_dir: str | Path = RESULTS_DIR / GRIDS["
     return pd.DataFrame(rows)
 
 
+SECOND_ROUND_BUDGET = 400.0  # copy runs: the pilot and the grids of the chosen models, all together
+
+
+def second_round_compute(pilot, copy_run: float):
+    """The compute of the pilot (`pilot_table`'s rows) and of each chosen model's grid: runs,
+    runs trained, copy runs; and a total row."""
+    grids = {f"{t}, chosen model": chosen_grid(t) for t in CHOSEN_SHAPES}
+    rows = {"pilot": (len(pilot), int(pilot["in distribution (%)"].notna().sum()), pilot["copy runs"].sum())}
+    for name, cfgs in grids.items():
+        flops = sum(run_compute_flops(c, sample_steps=100) for c in cfgs)
+        rows[name] = (len(cfgs), len(load_available(cfgs)[0]), flops / copy_run)
+    spent = pd.DataFrame.from_dict(rows, orient="index", columns=["runs", "trained", "copy runs"])
+    spent.loc["total"] = spent.sum()
+    return spent
+
+
 # The runs that stand for each task from here on: the chosen shape's grid where the pilot chose
 # one, LEGO's longer grid (neither shape of the pilot learns it), else the task's grid.
 def standing_grid(task: str) -> list[RunConfig]:
@@ -3954,8 +3980,7 @@ def in_distribution_goal(df, median_bar: float = 0.95, seed_bar: float = 0.90, s
     """Per (task, encoding): each seed's mean exact match over the training sizes, then its median
     and lowest over seeds, and whether it meets the goal (median >= `median_bar`, no seed below
     `seed_bar`, `seeds` seeds)."""
-    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
-    per_seed = df[df["n"] <= top].groupby(["task", "encoding", "seed"])["exact_match"].mean()
+    per_seed = training_rows(df).groupby(["task", "encoding", "seed"])["exact_match"].mean()
     g = per_seed.groupby(level=["task", "encoding"])
     median, lowest, count = g.median(), g.min(), g.size()
     meets = (median >= median_bar) & (lowest >= seed_bar) & (count >= seeds)
@@ -5397,24 +5422,6 @@ def lego_steps(prompt: list[str]) -> list[Step]:
         operand = variable
 
 
-@torch.inference_mode()
-def generate_until_eos(model: DecoderOnlyLM, prompt: Tensor, max_new_tokens: int) -> Tensor:
-    """Greedy decoding with the cache (`prefill`, then `decode_step`) until every row has written
-    EOS or `max_new_tokens` are written: (B, P + k), PAD after each row's EOS."""
-    _check_generation(model, prompt, max_new_tokens, True, None)
-    B, P = prompt.shape
-    cache = new_cache(model, B, P + max_new_tokens)
-    logits, done, written = prefill(model, prompt, cache), torch.zeros(B, dtype=torch.bool), []
-    for t in range(max_new_tokens):
-        token = torch.where(done, PAD, logits.argmax(-1))
-        written.append(token)
-        done |= token == EOS
-        if done.all() or t + 1 == max_new_tokens:
-            break
-        logits = decode_step(model, token, cache)
-    return torch.cat([prompt, torch.stack(written, dim=1)], dim=1)
-
-
 def final_answer(tokens: Sequence[int], end: int) -> list[int] | None:
     """The answer a generated target gives: what follows its last scratchpad end (token id `end`)
     up to EOS; None if it never ends its scratchpad or never stops."""
@@ -5461,7 +5468,7 @@ def answer_exact_match(
     hits = torch.zeros(len(sep), dtype=torch.bool) if whole is None else whole.bool().clone()
     for p in sep[~hits].unique().tolist():
         rows = ((sep == p) & ~hits).nonzero()[:, 0]
-        generated = generate_until_eos(model, batch.tokens[rows, : p + 1], max_new_tokens)[:, p + 1 :]
+        generated = generate(model, batch.tokens[rows, : p + 1], max_new_tokens, stop_at_eos=True)[:, p + 1 :]
         for r, g in zip(rows.tolist(), generated.tolist()):
             truth = final_answer(batch.tokens[r, p + 1 :].tolist(), task.ids[SCRATCHPAD_END])
             hits[r] = final_answer(g, task.ids[SCRATCHPAD_END]) == truth
@@ -5563,13 +5570,13 @@ def place_layout(task: Task, n: int) -> list[int]:
 
 def place_room(task: Task, n: int, n_positions: int) -> int:
     """How many offsets size n can take below `n_positions` (at least 1, else a ValueError)."""
-    room = n_positions - max(place_layout(task, n))
-    if room < 1:
+    top = max(place_layout(task, n))
+    if n_positions - top < 1:
         raise ValueError(
             f"digit_places={n_positions} is too small for {task.key} at size {n}: its places reach "
-            f"{max(place_layout(task, n))}; set digit_places > {max(place_layout(task, n))}"
+            f"{top}; set digit_places > {top}"
         )
-    return room
+    return n_positions - top
 
 
 def place_positions(batch: Batch, offsets: Tensor, task: Task, n_positions: int, generator: torch.Generator) -> Batch:
@@ -5584,8 +5591,9 @@ def place_positions(batch: Batch, offsets: Tensor, task: Task, n_positions: int,
             break
         mask = (seg >= 0) & (length == task.sequence_length(n))
         if mask.any():
+            layout = torch.tensor(place_layout(task, n))
             shift = (draw[seq[mask]] * place_room(task, n, n_positions)).long()
-            positions[mask] = torch.tensor(place_layout(task, n))[offsets[mask]] + shift
+            positions[mask] = layout[offsets[mask]] + shift
     return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
 
 

@@ -133,19 +133,11 @@ pilot.round({"copy runs": 1, "wall (min)": 1, "in distribution (%)": 1})
 # grid of the deep shape would cost for PCFG:
 
 # %%
-second_round = {"pilot": L.ten_task_pilot(), **{f"{t}, chosen model": L.chosen_grid(t) for t in L.CHOSEN_SHAPES}}
-spent = pd.DataFrame({
-    "runs": {k: len(v) for k, v in second_round.items()},
-    "trained": {k: len(L.load_available(v, L.RESULTS_DIR / ("pilots" if k == "pilot" else "."))[0])
-                for k, v in second_round.items()},
-    "copy runs": {k: sum(L.run_compute_flops(c, sample_steps=100) for c in v) / copy_run
-                  for k, v in second_round.items()},
-})
-spent.loc["total"] = spent.sum()
-pcfg_deep = pilot[pilot["task"] == "pcfg"].iloc[0]
-print(f"a PCFG grid of the deep shape: {18 * pcfg_deep['copy runs']:.0f} copy runs at 10,000 steps (where the pilot "
-      f"reached {pcfg_deep['in distribution (%)']:.1f}%), {2 * 18 * pcfg_deep['copy runs']:.0f} at 20,000; "
-      f"left in the budget: {400 - spent.loc['total', 'copy runs']:.0f}")
+spent = L.second_round_compute(pilot, copy_run)
+pcfg_deep, pcfg_runs = pilot[pilot["task"] == "pcfg"].iloc[0], len(L.standing_grid("pcfg"))
+print(f"a PCFG grid of the deep shape: {pcfg_runs * pcfg_deep['copy runs']:.0f} copy runs at 10,000 steps (where "
+      f"the pilot reached {pcfg_deep['in distribution (%)']:.1f}%), {2 * pcfg_runs * pcfg_deep['copy runs']:.0f} "
+      f"at 20,000; left in the budget: {L.SECOND_ROUND_BUDGET - spent.loc['total', 'copy runs']:.0f}")
 spent.round(1)
 
 # %% [markdown]

@@ -321,7 +321,7 @@ def test_cached_decoding_at_the_longest_test_size(encoding):
     batch = L.evaluation_batch(task, n, 2, 1234)
     sep = int((batch.tokens[0] == L.SEP).nonzero()[0])
     steps = task.answer_length(n) + 1
-    out = L.generate_until_eos(model, batch.tokens[:1, : sep + 1], steps)
+    out = L.generate(model, batch.tokens[:1, : sep + 1], steps, stop_at_eos=True)
     assert out.shape[1] == sep + 1 + steps <= task.sequence_length(n)  # every row ran to the end
     with L.evaluating(model):
         logits = model(out[:, :-1])
