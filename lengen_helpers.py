@@ -905,6 +905,7 @@ class ModelConfig:
     digit_places: int = ranged(0, 0)  # P > 0: positions are digit places, offset at random below P (section 16)
     alibi_symmetric: bool = False  # ALiBi's penalty on |q - k|: the same with positions that only count up
     t5_bidirectional: bool = False  # T5 buckets keys at later positions apart (its encoder's way), not as distance 0
+    position_init_std: float = ranged(0.02, 0, above=True)  # a trained position table's initial spread (learned, T5)
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -929,6 +930,11 @@ class ModelConfig:
             )
         if self.t5_bidirectional and self.encoding != "t5":
             raise ValueError(f"t5_bidirectional changes T5's buckets; the encoding is {self.encoding!r}")
+        if self.position_init_std != 0.02 and self.encoding not in ("learned", "t5"):
+            raise ValueError(
+                f"position_init_std sets a trained position table's initial spread (learned, t5); "
+                f"the encoding is {self.encoding!r}"
+            )
         if self.alibi_symmetric and self.encoding != "alibi":
             raise ValueError(f"alibi_symmetric changes ALiBi's bias; the encoding is {self.encoding!r}")
         if self.digit_places and (self.random_positions or self.position_coupling):
@@ -1017,6 +1023,8 @@ class DecoderOnlyLM(nn.Module):
         self.lm_head = nn.Linear(config.d_model, vocab_size)
         self.apply(_init_weights)
         nn.init.normal_(self.tok_emb.weight, std=1.0)
+        if config.position_init_std != 0.02:  # learned rows or T5 biases, drawn again at another spread
+            nn.init.normal_(self.pos.table.weight, std=config.position_init_std)
         self.emb_scale = math.sqrt(config.d_model) if config.scale_embeddings else 1.0
 
     def forward(
@@ -1643,6 +1651,7 @@ LATER_FIELDS: dict[str, Any] = {
     "model.digit_places": 0,
     "model.alibi_symmetric": False,
     "model.t5_bidirectional": False,
+    "model.position_init_std": 0.02,
     "train_eos": True,
     "task_options": {},
 }
@@ -5636,6 +5645,8 @@ def addition_pilot() -> list[RunConfig]:
         ("lsd+places", "learned", {"batch_size": 256}),
         ("lsd+places", "t5", {**bidirectional, "batch_size": 256}),
     ]
+    # the learned table starts at std 0.02 beside token embeddings at std 1: start it on their scale
+    tried += [("lsd+places", "learned", {"position_init_std": 1.0})]
     return [addition_run(arm, encoding, **kw) for arm, encoding, kw in tried]
 
 

@@ -151,3 +151,20 @@ def test_bidirectional_t5_buckets_keys_at_later_positions_apart_and_bounds_far_o
         L.ModelConfig(encoding="t5", t5_bidirectional=True, t5_num_buckets=16, t5_max_distance=4)
     with pytest.raises(ValueError, match="t5_bidirectional changes T5's buckets; the encoding is 'nope'"):
         L.ModelConfig(t5_bidirectional=True)
+
+
+@pytest.mark.parametrize("encoding", ["learned", "t5"])
+def test_position_init_std_sets_the_trained_tables_spread_and_changes_nothing_else(encoding):
+    def model(**kw):
+        torch.manual_seed(0)
+        return L.DecoderOnlyLM(L.ModelConfig(encoding=encoding, **kw), 12)
+
+    default, explicit, wide = model(), model(position_init_std=0.02), model(position_init_std=1.0)
+    for name, tensor in default.state_dict().items():  # the default draws exactly what it always drew
+        assert torch.equal(tensor, explicit.state_dict()[name]), name
+    assert float(default.pos.table.weight.std()) == pytest.approx(0.02, rel=0.3)
+    assert float(wide.pos.table.weight.std()) == pytest.approx(1.0, rel=0.3)  # the token embeddings' scale
+    assert torch.equal(default.tok_emb.weight, wide.tok_emb.weight)  # drawn after everything else
+    assert "position_init_std" not in str(L._hashed_fields(L.RunConfig(model=L.ModelConfig(encoding=encoding)).to_dict()))
+    with pytest.raises(ValueError, match="position_init_std sets a trained position table's .* the encoding is 'rope'"):
+        L.ModelConfig(encoding="rope", position_init_std=1.0)
