@@ -1260,7 +1260,10 @@ def new_cache(model: DecoderOnlyLM, batch: int, max_len: int, kind: str = "auto"
     if kind not in CACHE_KINDS:
         raise _unknown("cache kind", kind, ["auto", *CACHE_KINDS])
     if c.attention_window:
-        raise ValueError(f"the caches attend to every earlier key; a model with attention_window={c.attention_window} decodes uncached (use_cache=False)")
+        raise ValueError(
+            f"the caches attend to every earlier key; a model with attention_window={c.attention_window} "
+            "decodes uncached (use_cache=False)"
+        )
     if kind == "inputs":
         if model.pos.rotates_keys:
             raise ValueError(f"encoding {c.encoding!r} rotates keys, so an input cache cannot serve it; use kind='kv'")

@@ -2,6 +2,8 @@
 the answer query that predicts its digit, offsets keep every position trained, and positions never
 depend on the answer."""
 
+import dataclasses
+
 import pytest
 import torch
 from support import tiny
@@ -165,6 +167,48 @@ def test_position_init_std_sets_the_trained_tables_spread_and_changes_nothing_el
     assert float(default.pos.table.weight.std()) == pytest.approx(0.02, rel=0.3)
     assert float(wide.pos.table.weight.std()) == pytest.approx(1.0, rel=0.3)  # the token embeddings' scale
     assert torch.equal(default.tok_emb.weight, wide.tok_emb.weight)  # drawn after everything else
-    assert "position_init_std" not in str(L._hashed_fields(L.RunConfig(model=L.ModelConfig(encoding=encoding)).to_dict()))
+    assert "position_init_std" not in str(
+        L._hashed_fields(L.RunConfig(model=L.ModelConfig(encoding=encoding)).to_dict())
+    )
     with pytest.raises(ValueError, match="position_init_std sets a trained position table's .* the encoding is 'rope'"):
         L.ModelConfig(encoding="rope", position_init_std=1.0)
+
+
+def test_window_mask_keeps_keys_within_w_positions_on_either_side():
+    positions = torch.tensor([[5, 6, 7, 5, 6, 9]])
+    near = L.window_mask(positions, 1)[0, 0]
+    assert near[3].tolist() == [True, True, False, True, True, False]  # position 5 sees 5 and 6, never 7 or 9
+    assert near[5].tolist() == [False] * 5 + [True]
+    assert L.window_mask(torch.arange(4), 0).equal(torch.eye(4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("encoding", ["rope", "t5", "nope"])
+def test_a_windowed_query_reads_nothing_beyond_its_window(encoding):
+    torch.manual_seed(0)
+    cfg = L.ModelConfig(encoding=encoding, n_layers=1, attention_window=2)
+    model = L.DecoderOnlyLM(cfg, 12).eval()
+    idx = torch.randint(3, 12, (1, 10))
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 3, 4]])  # the last two queries sit back at 3 and 4
+    far, near = idx.clone(), idx.clone()
+    far[0, 7], near[0, 5] = (idx[0, 7] + 1 - 3) % 9 + 3, (idx[0, 5] + 1 - 3) % 9 + 3  # position 7, then 5
+    with torch.no_grad():
+        base, moved_far, moved_near = (model(x, positions)[0, 8] for x in (idx, far, near))
+    assert torch.equal(base, moved_far)  # 7 is 4 away from the query at 3
+    assert not torch.allclose(base, moved_near)  # 5 is 2 away: inside
+    wide = L.DecoderOnlyLM(dataclasses.replace(cfg, attention_window=50), 12).eval()
+    plain = L.DecoderOnlyLM(dataclasses.replace(cfg, attention_window=0), 12).eval()
+    plain.load_state_dict(wide.state_dict())
+    with torch.no_grad():  # a window wider than every distance changes nothing
+        assert torch.allclose(wide(idx, positions), plain(idx, positions), atol=1e-6)
+
+
+def test_windowed_models_decode_uncached_and_earlier_runs_keep_their_names():
+    model = L.DecoderOnlyLM(L.ModelConfig(encoding="rope", attention_window=3), 12)
+    prompt = torch.tensor([[L.BOS, 5, 6, L.SEP]])
+    with pytest.raises(ValueError, match="attention_window=3 decodes uncached"):
+        model.generate(prompt, 3)
+    with pytest.raises(ValueError, match="attention_window=3 decodes uncached"):
+        L.new_cache(model, 1, 8)
+    assert model.generate(prompt, 3, use_cache=False).shape == (1, 7)
+    assert "attention_window" not in str(L._hashed_fields(L.RunConfig().to_dict()))
+    assert L.addition_run("lsd+places+window", "rope").model.attention_window == 2
