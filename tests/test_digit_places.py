@@ -212,3 +212,38 @@ def test_windowed_models_decode_uncached_and_earlier_runs_keep_their_names():
     assert model.generate(prompt, 3, use_cache=False).shape == (1, 7)
     assert "attention_window" not in str(L._hashed_fields(L.RunConfig().to_dict()))
     assert L.addition_run("lsd+places+window", "rope").model.attention_window == 2
+
+
+def test_longest_held_is_the_first_size_below_the_level_minus_one():
+    assert L.longest_held({"1": 1.0, "2": 0.95, "3": 0.5, "4": 1.0}) == 2
+    assert L.longest_held({"1": 0.5, "2": 1.0}) == 0
+    assert L.longest_held({"1": 0.9, "2": 0.9}, level=0.9) == 2
+
+
+def test_addition_arms_and_settings_name_what_a_run_changes():
+    best = L.addition_run("lsd+places+window", "rope")
+    assert (L.addition_arm(best), L.addition_settings(best)) == ("lsd + places + window 2", "")
+    other = L.addition_run("msd", "t5", lr=3e-3, t5_bidirectional=True, t5_num_buckets=16, t5_max_distance=6)
+    assert L.addition_arm(other) == "msd"
+    assert L.addition_settings(other) == "lr 0.003, bidirectional (16 buckets, far from 6)"
+    stages = [stage for stage, _, _ in L.addition_runs("/nonexistent")]
+    assert stages.count("seeds") == 2  # seed 0 of the best configuration is the pilot's run, counted once
+
+
+def test_column_targets_on_a_two_digit_sum():
+    # inputs [BOS, a2, a1, +, b2, b1, SEP, y1, y2, y3] at places 0 2 1 0 2 1 1 2 3 4 (EOS is never an input)
+    queries, masks = L.column_targets(lsd_addition(), 2)
+    assert queries.tolist() == [6, 7, 8]  # SEP predicts y1 (place 1), y1 predicts y2, y2 predicts y3
+    assert masks["its column"].nonzero().tolist() == [[0, 2], [0, 5], [1, 1], [1, 4]]  # the carry digit: none
+    assert masks["the column below"].nonzero().tolist() == [[1, 2], [1, 5], [2, 1], [2, 4]]
+    assert masks["the answer so far"][0].nonzero().flatten().tolist() == [6, 7, 8, 9]  # the causal mask: SEP sees 6
+    total = sum(m.int() for m in masks.values())
+    assert total.eq(1).all()  # every key in exactly one target
+
+
+def test_column_attention_weights_add_to_one_per_head():
+    torch.manual_seed(0)
+    cfg = places_config(n_layers=2, attention_window=2)
+    table = L.column_attention(L.DecoderOnlyLM(cfg, lsd_addition().vocab_size), lsd_addition(), 5, count=4)
+    sums = table.groupby(["layer", "head"])["weight"].sum()
+    assert len(sums) == 2 * cfg.n_heads and sums.to_numpy() == pytest.approx(1.0)
