@@ -5845,6 +5845,66 @@ def column_attention(model: DecoderOnlyLM, task: Task, n: int, count: int = 64, 
     return pd.DataFrame(rows)
 
 
+def grid_addition_curves(results_dir: str | Path = RESULTS_DIR):
+    """Exact match against digits for the ten-task grid's addition runs (the paper's format, deep
+    shape) that have landed: encoding, seed, n, exact_match."""
+    cfgs, sub = GRIDS["addition-deep"]
+    rows = []
+    for cfg in cfgs():
+        path = record_path(Path(results_dir) / sub if sub != "." else Path(results_dir), cfg)
+        if path.exists():
+            em = read_record(path)["exact_match"]
+            rows += [{"encoding": cfg.encoding, "seed": cfg.seed, "n": int(n), "exact_match": v} for n, v in em.items()]
+    return pd.DataFrame(rows, columns=["encoding", "seed", "n", "exact_match"])
+
+
+def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
+    """Exact match against digits (1-64). Left: the best configuration (mean of its seeds, the
+    band their range), the pilot's other arms that learned in distribution, and the ten-task
+    grid's addition (mean over its seeds per encoding) with the paper's NoPE figure. Right: the
+    ablation, each beside the best configuration's seed 0."""
+    arm, enc = ADDITION_BEST
+    best_arm = addition_arm(addition_run(arm, enc))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.4), sharey=True)
+    is_best = (curves["arm"] == best_arm) & (curves["encoding"] == enc) & (curves["settings"] == "")
+    best = curves[is_best].groupby("n")["exact_match"]
+    seeds = curves[is_best]["seed"].nunique()
+    for ax in axes:
+        ax.plot(
+            best.mean().index,
+            100 * best.mean(),
+            color="black",
+            lw=2.2,
+            label=f"{best_arm}, {label(enc)} ({seeds} seeds)",
+        )
+        ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
+    axes[0].fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color="black", alpha=0.15)
+    pilot = curves[(curves["stage"] == "pilot") & ~is_best]
+    for (a, e, st), g in pilot.groupby(["arm", "encoding", "settings"], sort=False):
+        if g[g["n"] <= train_max]["exact_match"].mean() >= 0.9:  # those that learned in distribution
+            name = f"{a}, {label(e)}" + (f" ({st})" if st else "")
+            style = "-" if "window" in a else ":"  # the window: solid
+            axes[0].plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.4, label=name)
+    for e, g in grid.groupby("encoding", sort=False):
+        m = g.groupby("n")["exact_match"].mean()
+        axes[0].plot(
+            m.index, 100 * m, color=encoding_color(e), ls="--", lw=1, label=f"grid, paper's format, {label(e)}"
+        )
+    axes[0].hlines(
+        100 * paper_nope, train_max + 1, 2 * train_max, color="C0", ls="-.", lw=2, label="the paper, NoPE (OOD mean)"
+    )
+    for (a, e, _), g in curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False):
+        axes[1].plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.2, label=f"{a}, {label(e)}")
+    titles = ["Exact match against digits: what holds", "The ablation: one ingredient changed (seed 0)"]
+    for ax, title in zip(axes, titles):
+        ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-2, 102))
+        ax.set_xticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.13), ncol=2)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
 def plot_column_attention(table, n: int, path: Path | None = None):
     """Stacked bars per (layer, head): where the answer queries' attention goes at size n."""
     wide = table.pivot_table(index=["layer", "head"], columns="target", values="weight", sort=False)
