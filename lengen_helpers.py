@@ -5809,6 +5809,30 @@ def addition_curves(results_dir: str | Path = ADDITION_DIR):
     return pd.DataFrame(rows)
 
 
+def places_example(cfg: RunConfig, n: int = 3, seed: int = 0):
+    """One sequence of an addition run as the model reads it: each token, its place, and the
+    position after the sequence's random offset (the first of `count` = 1 evaluation draws)."""
+    task = cfg.make_task()
+    batch = evaluation_batch(task, n, 1, seed, cfg.model)
+    tokens = task.decode(batch.tokens[0].tolist())
+    frame = {"token": tokens, "position": batch.positions[0].tolist()}
+    if cfg.model.digit_places:
+        frame["place"] = place_layout(task, n)
+    return pd.DataFrame(frame).T
+
+
+def answer_token_accuracy(model: DecoderOnlyLM, task: Task, n: int, count: int = 256, seed: int = 1234):
+    """Teacher-forced accuracy (0-1) of each answer token at size n (the answer's digits in the
+    order written, then EOS), on the evaluation sums: where in the answer a model goes wrong."""
+    batch = evaluation_batch(task, n, count, seed, model.config)
+    with evaluating(model):
+        logits = model(batch.inputs, positions=batch.positions[:, :-1])
+    right = logits.argmax(-1) == batch.targets
+    columns = batch.loss_mask[0].nonzero().flatten()
+    names = [f"digit {i}" for i in range(1, len(columns))] + ["EOS"]
+    return pd.Series(right[:, columns].float().mean(0).numpy(), index=names)
+
+
 def column_targets(task: Task, n: int) -> tuple[Tensor, dict[str, Tensor]]:
     """The answer queries of a digit-places task at size n (SEP, y_1 .. y_n: they predict the
     n + 1 digits) and, per target, a (queries, keys) mask over the T - 1 inputs: the two operand

@@ -247,3 +247,19 @@ def test_column_attention_weights_add_to_one_per_head():
     table = L.column_attention(L.DecoderOnlyLM(cfg, lsd_addition().vocab_size), lsd_addition(), 5, count=4)
     sums = table.groupby(["layer", "head"])["weight"].sum()
     assert len(sums) == 2 * cfg.n_heads and sums.to_numpy() == pytest.approx(1.0)
+
+
+def test_places_example_shows_one_offset_over_the_layout():
+    example = L.places_example(L.addition_run("lsd+places+window", "rope"), n=2)
+    assert example.loc["token"].tolist()[:4] == ["<s>", example.loc["token"][1], example.loc["token"][2], "+"]
+    offsets = {p - q for p, q in zip(example.loc["position"], example.loc["place"])}
+    assert len(offsets) == 1 and example.loc["place"].tolist() == L.place_layout(lsd_addition(), 2)
+
+
+def test_answer_token_accuracy_names_each_digit_then_eos_and_bounds_exact_match():
+    torch.manual_seed(0)
+    model = L.DecoderOnlyLM(places_config(n_layers=1), lsd_addition().vocab_size)
+    acc = L.answer_token_accuracy(model, lsd_addition(), 3, count=32)
+    assert acc.index.tolist() == ["digit 1", "digit 2", "digit 3", "digit 4", "EOS"]
+    exact = L.exact_match_by_length(model, lsd_addition(), [3], n_per_length=32)[3]
+    assert ((acc >= 0) & (acc <= 1)).all() and exact <= acc.min()
