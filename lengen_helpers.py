@@ -5809,6 +5809,11 @@ def addition_curves(results_dir: str | Path = ADDITION_DIR):
     return pd.DataFrame(rows)
 
 
+def cited_addition(path: Path | None = None):
+    """Later work's addition results at their own scales (results/published/addition_cited.csv)."""
+    return pd.read_csv(path or PUBLISHED_DIR / "addition_cited.csv", comment="#").set_index("study")
+
+
 def places_example(cfg: RunConfig, n: int = 3, seed: int = 0):
     """One sequence of an addition run as the model reads it: each token, its place, and the
     position after the sequence's random offset (the first of `count` = 1 evaluation draws)."""
