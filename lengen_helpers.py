@@ -5922,8 +5922,9 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     axes[0].hlines(
         100 * paper_nope, train_max + 1, 2 * train_max, color="C0", ls="-.", lw=2, label="the paper, NoPE (OOD mean)"
     )
-    for (a, e, _), g in curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False):
-        axes[1].plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.2, label=f"{a}, {label(e)}")
+    ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
+    for i, ((a, e, _), g) in enumerate(ablation):  # one colour per run: several share an encoding
+        axes[1].plot(g["n"], 100 * g["exact_match"], color=f"C{i}", lw=1.2, label=f"{a}, {label(e)}")
     titles = ["Exact match against digits: what holds", "The ablation: one ingredient changed (seed 0)"]
     for ax, title in zip(axes, titles):
         ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-2, 102))
@@ -5937,7 +5938,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
 def plot_column_attention(table, n: int, path: Path | None = None):
     """Stacked bars per (layer, head): where the answer queries' attention goes at size n."""
     wide = table.pivot_table(index=["layer", "head"], columns="target", values="weight", sort=False)
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    fig, ax = plt.subplots(figsize=(9.5, 3.8))
     bottom = np.zeros(len(wide))
     for target in ["its column", "the column below", "the answer so far", "elsewhere"]:
         ax.bar(range(len(wide)), wide[target], bottom=bottom, label=target)
@@ -5949,7 +5950,7 @@ def plot_column_attention(table, n: int, path: Path | None = None):
         ylabel="mean attention weight",
         ylim=(0, 1.02),
     )
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     save_figure(fig, path)
     return fig

@@ -263,3 +263,9 @@ def test_answer_token_accuracy_names_each_digit_then_eos_and_bounds_exact_match(
     assert acc.index.tolist() == ["digit 1", "digit 2", "digit 3", "digit 4", "EOS"]
     exact = L.exact_match_by_length(model, lsd_addition(), [3], n_per_length=32)[3]
     assert ((acc >= 0) & (acc <= 1)).all() and exact <= acc.min()
+
+
+def test_cited_addition_results_are_read_with_their_source():
+    cited = L.cited_addition()
+    assert list(cited.index) == ["Cho et al. 2024", "McLeish et al. 2024", "Zhou et al. 2024"]
+    assert cited["paper"].str.len().min() > 20 and cited["exact_match"].between(0, 100).all()
