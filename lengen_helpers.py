@@ -5764,7 +5764,8 @@ def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, Run
 def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
     """One row per addition run: its ingredients, exact match (%) in distribution (1-8 digits)
     and at 9, 12, 16, 32 and 64 digits (256 sums each), the longest n held at 90% or more at every
-    size up to it, its compute in copy runs and its wall time."""
+    size up to it, its training loss at the end (the mean over its last `loss_curve` interval), its compute in
+    copy runs and its wall time."""
     rows = []
     for stage, cfg, rec in addition_runs(results_dir):
         em = rec["exact_match"] if rec else {}
@@ -5773,6 +5774,7 @@ def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
         row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
         row |= {f"{n} digits (%)": 100 * em[str(n)] if rec else float("nan") for n in (9, 12, 16, 32, 64)}
         row["holds to (digits)"] = longest_held(em) if rec else float("nan")
+        row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
         row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
         row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
         rows.append(row)
@@ -5822,8 +5824,9 @@ def places_example(cfg: RunConfig, n: int = 3, seed: int = 0):
     position after the sequence's random offset (the first of `count` = 1 evaluation draws)."""
     task = cfg.make_task()
     batch = evaluation_batch(task, n, 1, seed, cfg.model)
-    tokens = task.decode(batch.tokens[0].tolist())
-    frame = {"token": tokens, "position": batch.positions[0].tolist()}
+    keep = batch.tokens[0] != PAD  # a format whose sums vary in length pads the row: drop the padding
+    tokens = task.decode(batch.tokens[0][keep].tolist())
+    frame = {"token": tokens, "position": batch.positions[0][keep].tolist()}
     if cfg.model.digit_places:
         frame["place"] = place_layout(task, n)
     return pd.DataFrame(frame).T
@@ -5894,7 +5897,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     """Exact match against digits (1-64). Left: the best configuration (mean of its seeds, the
     band their range), the pilot's other arms that learned in distribution, and the ten-task
     grid's addition (mean over its seeds per encoding) with the paper's NoPE figure. Right: the
-    ablation, each beside the best configuration's seed 0."""
+    ablation (one seed each), beside the best configuration as on the left."""
     arm, enc = ADDITION_BEST
     best_arm = addition_arm(addition_run(arm, enc))
     fig, axes = plt.subplots(1, 2, figsize=(13, 6.4), sharey=True)
@@ -5928,7 +5931,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
     for i, ((a, e, _), g) in enumerate(ablation):  # one colour per run: several share an encoding
         axes[1].plot(g["n"], 100 * g["exact_match"], color=f"C{i}", lw=1.2, label=f"{a}, {label(e)}")
-    titles = ["Exact match against digits: what holds", "The ablation: one ingredient changed (seed 0)"]
+    titles = ["Exact match against digits: what holds", "The ablation: one ingredient changed (each seed 0)"]
     for ax, title in zip(axes, titles):
         ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-2, 102))
         ax.set_xticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])

@@ -254,6 +254,8 @@ def test_places_example_shows_one_offset_over_the_layout():
     assert example.loc["token"].tolist()[:4] == ["<s>", example.loc["token"][1], example.loc["token"][2], "+"]
     offsets = {p - q for p, q in zip(example.loc["position"], example.loc["place"])}
     assert len(offsets) == 1 and example.loc["place"].tolist() == L.place_layout(lsd_addition(), 2)
+    paper = L.places_example(L.make_run("addition", "nope", task_options={"format": "paper"}, eval_max_len=16))
+    assert paper.loc["token"].tolist()[-1] == "</s>" and "<pad>" not in paper.loc["token"].tolist()
 
 
 def test_answer_token_accuracy_names_each_digit_then_eos_and_bounds_exact_match():
