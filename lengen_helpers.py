@@ -5598,9 +5598,10 @@ def place_layout(task: Task, n: int) -> list[int]:
     return layout
 
 
-def place_room(task: Task, n: int, n_positions: int) -> int:
-    """How many offsets size n can take below `n_positions` (at least 1, else a ValueError)."""
-    top = max(place_layout(task, n))
+def place_room(task: Task, n: int, n_positions: int, places: list[int] | None = None) -> int:
+    """How many offsets size n can take below `n_positions` (at least 1, else a ValueError);
+    `places`: size n's layout, if the caller has it already."""
+    top = max(place_layout(task, n) if places is None else places)
     if n_positions - top < 1:
         raise ValueError(
             f"digit_places={n_positions} is too small for {task.key} at size {n}: its places reach "
@@ -5621,9 +5622,9 @@ def place_positions(batch: Batch, offsets: Tensor, task: Task, n_positions: int,
             break
         mask = (seg >= 0) & (length == task.sequence_length(n))
         if mask.any():
-            layout = torch.tensor(place_layout(task, n))
-            shift = (draw[seq[mask]] * place_room(task, n, n_positions)).long()
-            positions[mask] = layout[offsets[mask]] + shift
+            places = place_layout(task, n)
+            shift = (draw[seq[mask]] * place_room(task, n, n_positions, places)).long()
+            positions[mask] = torch.tensor(places)[offsets[mask]] + shift
     return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
 
 
