@@ -1438,6 +1438,12 @@ def generate(
     return (out, torch.stack(step_logits, dim=1)) if return_logits else out
 
 
+def _uncached_only(config: ModelConfig) -> bool:
+    """Whether the caches cannot decode a model: it reads positions of its own, or a window
+    hides earlier keys (`new_cache` refuses it)."""
+    return _own_positions(config) or bool(config.attention_window)
+
+
 def _own_positions(config: ModelConfig) -> bool:
     """Whether a model reads positions of its own (randomized, coupled, digit places), not 0, 1, .."""
     return bool(config.random_positions or config.position_coupling or config.digit_places)
@@ -1457,11 +1463,6 @@ def _check_generation(
             "generate decodes at positions 0, 1, ..; a model trained with random_positions, "
             "position_coupling or digit_places reads others: pass them (positions=, use_cache=False), or score it "
             "teacher-forced (exact_match_by_length, failure_anatomy), which equals greedy"
-        )
-    if use_cache and model.config.attention_window:
-        raise ValueError(
-            f"the caches attend to every earlier key; a model with attention_window={model.config.attention_window} "
-            "decodes uncached (use_cache=False)"
         )
     if positions is not None and (use_cache or positions.shape[0] != B or positions.shape[1] < total - 1):
         raise ValueError(
@@ -3222,7 +3223,7 @@ def draw_attention(
     rows = head_maps[example, q].numpy()
     score = float(head_maps[:, q, k].mean())
     sep = int(q[0])  # the query that predicts y_1 is SEP
-    own = _own_positions(c) or bool(c.attention_window)  # what the caches do not decode
+    own = _uncached_only(c)
     prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
     generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
     target = batch.tokens[example, sep + 1 :]
@@ -5516,7 +5517,7 @@ def scratchpad_metrics(
     """Per size n: `exact_match` of the final answer after the model's own steps (greedy, with the
     cache), and teacher-forced: the whole target, the fraction of steps right, the answer given
     the true steps. The prompts are those the task draws without a scratchpad (`prompt_key`)."""
-    if _own_positions(model.config) or model.config.attention_window:
+    if _uncached_only(model.config):
         raise ValueError(
             "scratchpad evaluation decodes with a cache at positions 0, 1, .. over every earlier key; train "
             "without random_positions, position_coupling, digit_places and attention_window"
@@ -5739,11 +5740,8 @@ def addition_settings(cfg: RunConfig) -> str:
 
 
 def longest_held(exact: dict[str, float], level: float = 0.9) -> int:
-    """The largest n such that exact match is at least `level` at every size 1..n (0: not even 1)."""
-    n = 0
-    while str(n + 1) in exact and exact[str(n + 1)] >= level:
-        n += 1
-    return n
+    """`longest_at_least` on a record's exact match (keyed by the size as a string)."""
+    return longest_at_least({int(n): v for n, v in exact.items()}, level)
 
 
 def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, RunConfig, dict[str, Any] | None]]:
@@ -5885,13 +5883,8 @@ def grid_addition_curves(results_dir: str | Path = RESULTS_DIR):
     """Exact match against digits for the ten-task grid's addition runs (the paper's format, deep
     shape) that have landed: encoding, seed, n, exact_match."""
     cfgs, sub = GRIDS["addition-deep"]
-    rows = []
-    for cfg in cfgs():
-        path = record_path(Path(results_dir) / sub if sub != "." else Path(results_dir), cfg)
-        if path.exists():
-            em = read_record(path)["exact_match"]
-            rows += [{"encoding": cfg.encoding, "seed": cfg.seed, "n": int(n), "exact_match": v} for n, v in em.items()]
-    return pd.DataFrame(rows, columns=["encoding", "seed", "n", "exact_match"])
+    records, _ = load_available(cfgs(), Path(results_dir) / sub)
+    return exact_match_frame(records)[["encoding", "seed", "n", "exact_match"]]
 
 
 def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
