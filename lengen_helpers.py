@@ -43,6 +43,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -2789,7 +2790,7 @@ def plot_mrr(
     """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
     `mrr_units`, resampled as rows; or a ready `summary` with mean and interval columns, such as
     `hierarchical_summary`'s, and what it `resampled`), and the paper's figure for each encoding
-    it reports as a marker."""
+    it reports as a marker. Title lines longer than 72 characters wrap to fit the figure."""
     summary = bootstrap_summary(units) if summary is None else summary
     resampled = resampled or f"{len(units)} bootstrap units"
     fig, ax = plt.subplots(figsize=(7, 3.8))
@@ -2809,8 +2810,9 @@ def plot_mrr(
             [i for i, _ in known], [v for _, v in known], color="black", marker="D", zorder=3, label="paper, ten tasks"
         )
     ax.set_xticks(x, [label(e) for e in summary.index])
+    title = title or "Mean reciprocal rank over (task, seed) columns"
     ax.set(
-        title=title or "Mean reciprocal rank over (task, seed) columns",
+        title="\n".join(textwrap.fill(line, 72) for line in title.split("\n")),  # a long list of tasks wraps
         ylabel="mean reciprocal rank",
         xlabel="positional encoding",
         ylim=(0, 1.05),
@@ -3880,6 +3882,12 @@ TEN_TASK_PILOT: list[tuple[str, str, str, dict[str, Any]]] = [
     ("addition", "nope", "deep", {"lr": 2e-3}),  # addition is just at the goal with the default
     ("pcfg", "nope", "deep", {}),
     ("lego", "nope", "deep", {"lr": 2e-3}),  # neither shape learns LEGO with the default
+    # the addition grid's two weakest seed-0 runs (ALiBi 80.7%, RoPE 81.9%), the answer least
+    # significant digit first
+    *[
+        ("addition", e, "deep", {"lr": 2e-3, "task_options": {"format": "paper", "answer": "lsd"}})
+        for e in ("alibi", "rope")
+    ],
 ]
 
 
@@ -3893,7 +3901,9 @@ GRIDS["ten-task-pilot"] = (ten_task_pilot, "pilots")
 # The shape the pilot chose for each of those tasks, with any other setting it changed, and its
 # grid (`sweep --grid TASK-SHAPE`): polynomial evaluation is learned by the deep shape (NoPE 99.7%,
 # sinusoidal 99.8%); the paper's addition by the deep shape at learning rate 2e-3 (NoPE 97.9%;
-# 95.2% at the default 1e-3, sinusoidal 96.6%).
+# 95.2% at the default 1e-3, sinusoidal 96.6%). Its grid left ALiBi, RoPE, NoPE and the learned
+# table short of the goal on some seeds; the answer least significant digit first lifts RoPE's
+# seed 0 to 100% but not ALiBi's (77.8%), so the grid keeps the paper's format.
 CHOSEN_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "polynomial": ("deep", {}),
     "addition": ("deep", {"lr": 2e-3}),

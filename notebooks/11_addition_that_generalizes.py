@@ -140,8 +140,8 @@ plt.show()
 
 # %% [markdown]
 # Left: what holds, beside the pilot's arms that learned in distribution (dotted: no window; the
-# table above has every run, at 9-64 digits) and the ten-task grid's addition, mean over its
-# seeds as they have landed: the paper's format, a 6-layer model, 10,000 steps at learning rate
+# table above has every run, at 9-64 digits) and the ten-task grid's addition, each encoding the
+# mean over its 3 seeds: the paper's format, a 6-layer model, 10,000 steps at learning rate
 # 2e-3, scored to 24 digits (notebook 07). Right: the ablation below, beside the best
 # configuration (black, as on the left).
 #

@@ -4,6 +4,8 @@ import json
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 import torch
 from support import curve, fake_record
@@ -191,3 +193,13 @@ def test_tidy_notebook_names_widget_models_the_same_on_every_run(tmp_path):
     root = nb["cells"][0]["outputs"][0]["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
     child = state[root]["state"]["children"][0].removeprefix("IPY_MODEL_")
     assert state[child]["model_name"] == "IntSliderModel"  # references follow the renaming
+
+
+def test_plot_mrr_wraps_a_long_title_to_fit_the_figure():
+    units = pd.DataFrame({"nope": [1.0, 0.5], "rope": [0.5, 1.0]})
+    tasks = ", ".join(["addition.paper", "copy", "parity", "polynomial", "reverse", "scan", "sorting", "summation"])
+    fig = L.plot_mrr(units, title=f"Mean reciprocal rank over the learned tasks\n({tasks}; 3 seeds each)")
+    lines = fig.axes[0].get_title().split("\n")
+    assert len(lines) == 3 and max(map(len, lines)) <= 72
+    assert " ".join(lines[1:]) == f"({tasks}; 3 seeds each)"  # wrapped at spaces, nothing lost
+    plt.close(fig)
