@@ -5555,10 +5555,18 @@ def scratchpad_metrics(
 # ten times the answer (315 tokens for 8-digit addition), so the pilot first asks how few steps of
 # the study's model learn it.
 def scratchpad_pilot() -> list[RunConfig]:
-    """The pilot, in the order tried: the paper's addition with the full scratchpad, NoPE, seed 0,
-    the study's model at 2,000 steps, scored to 16 digits (the paper's 2L)."""
-    options = {"format": "paper", "scratchpad": "icovr"}
-    return [make_run("addition", "nope", 0, task_options=options, train_max_len=8, eval_max_len=16, steps=2_000)]
+    """The pilot, in the order tried: the paper's addition, NoPE, seed 0, scored to 16 digits (the
+    paper's 2L): the full scratchpad with the study's model at 2,000 steps (0% everywhere, the loss
+    still falling), then at 5,000; and the step outputs alone ("o", a tenth of the full format's
+    compute) with the model and steps chosen for addition in notebook 07 (`CHOSEN_SHAPES`)."""
+    full = {"format": "paper", "scratchpad": "icovr"}
+    study = [
+        make_run("addition", "nope", 0, task_options=full, train_max_len=8, eval_max_len=16, steps=s)
+        for s in (2_000, 5_000)
+    ]
+    shape, changed = CHOSEN_SHAPES["addition"]
+    chosen = {**PILOT_SHAPES[shape], **changed, "task_options": {"format": "paper", "scratchpad": "o"}}
+    return [*study, make_run("addition", "nope", 0, train_max_len=8, eval_max_len=16, **chosen)]
 
 
 GRIDS["scratchpad-pilot"] = (scratchpad_pilot, "scratchpads")
