@@ -3843,10 +3843,11 @@ def task_grid(
     return [make_run(task, e, s, **settings) for s in seeds for e in encodings]
 
 
-# The tasks not learned in distribution at the study's settings (below 90% for every encoding at
-# 5,000 steps), retrained with twice the steps: the study's rule allows more steps or a bigger model
-# for such a task alone, never per encoding. Their records sit beside the 5,000-step ones (other hash).
-LONGER_STEPS: dict[str, int] = {"lego": 10_000, "addition": 10_000, "polynomial": 10_000}
+# A task not learned in distribution at the study's settings (below 90% for every encoding at
+# 5,000 steps) may get more steps or a bigger model, for the task alone, never per encoding. LEGO was
+# retrained with twice the steps (its records sit beside the 5,000-step ones, another hash), to no
+# gain; addition, polynomial evaluation and PCFG went to the pilot's larger models instead (below).
+LONGER_STEPS: dict[str, int] = {"lego": 10_000}
 
 GRIDS["paper-tasks"] = (lambda: [c for t in PAPER_TASKS for c in task_grid(t)], ".")  # task by task
 GRIDS.update({t: (lambda t=t: task_grid(t), ".") for t in (*PAPER_TASKS, "scan", "pcfg")})  # one task's runs
