@@ -46,7 +46,7 @@ import tempfile
 import textwrap
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -5571,6 +5571,387 @@ def scratchpad_pilot() -> list[RunConfig]:
 
 
 GRIDS["scratchpad-pilot"] = (scratchpad_pilot, "scratchpads")
+
+
+# Experiment 1: the paper's addition with the step outputs ("o") on addition's chosen model and
+# steps, every encoding, three seeds, scored to 16 digits (the paper's 2L); its control is the
+# addition grid of the same model and steps without a scratchpad. The pilot's outputs-only run is
+# this grid's NoPE seed 0 (the same config, so the same record).
+def scratchpad_addition(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
+    """Addition with the step outputs, 6 encodings x 3 seeds, seed-major, on its chosen model."""
+    shape, changed = CHOSEN_SHAPES["addition"]
+    options = {"format": "paper", "scratchpad": "o"}
+    return task_grid("addition", seeds=seeds, eval_max_len=16, task_options=options, **PILOT_SHAPES[shape], **changed)
+
+
+GRIDS["scratchpad-addition"] = (scratchpad_addition, "scratchpads")
+
+
+SCRATCHPAD_DIR = RESULTS_DIR / GRIDS["scratchpad-addition"][1]
+
+
+def scratchpad_example(task: str, components: str, n: int, seed: int = 0, options: dict[str, str] | None = None):
+    """One prompt of `task` at size n (the first of `seed`'s draws) and its target with the
+    scratchpad `components` ("none" for the task's own answer), each as its symbols."""
+    t = get_task(task, {**(options or {}), "scratchpad": components})
+    prompt, target = t.sample(n, 1, torch.Generator().manual_seed(seed))
+    text = {name: " ".join(t.decode(row[row != PAD])) for name, row in (("prompt", prompt[0]), ("target", target[0]))}
+    return pd.Series({"task": task, "format": components, "size": n, **text})
+
+
+# Each task's scratchpad runs train on the model and steps of its grid: addition and polynomial
+# evaluation on their chosen model (notebook 07), the other tasks on the study's.
+def scratchpad_run(task: str, components: str, encoding: str = "nope", seed: int = 0, **overrides: Any) -> RunConfig:
+    """A run of `task` with the scratchpad `components` on its grid's model and steps, scored to
+    2L (the paper's test range; 3L would not fit the model's positions); "none" is its grid's own
+    run, scored to 3L."""
+    if task in CHOSEN_SHAPES:
+        shape, changed = CHOSEN_SHAPES[task]
+        settings = {**PILOT_SHAPES[shape], **changed}
+    else:
+        settings = {}
+    if components == "none":
+        return task_grid(task, [encoding], [seed], task_options=PAPER_FORMAT.get(task, {}), **settings | overrides)[0]
+    options = {**PAPER_FORMAT.get(task, {}), "scratchpad": components}
+    top = 2 * get_task(task).train_max_size
+    return task_grid(task, [encoding], [seed], eval_max_len=top, task_options=options, **settings | overrides)[0]
+
+
+SCRATCHPAD_COST_FORMATS: dict[str, tuple[str, ...]] = {
+    "addition": ("none", "o", "co", "ov", "icovr"),
+    "summation": ("none", "o", "co", "ov", "icovr"),
+    "parity": ("none", "o", "co", "ov", "icovr"),
+    "sorting": ("none", "o", "co", "icor"),  # no intermediate variables
+    "polynomial": ("none", "o", "co", "ov", "icovr"),
+}
+
+
+def scratchpad_costs(copy_run: float, formats: Mapping[str, Sequence[str]] = SCRATCHPAD_COST_FORMATS):
+    """Copy runs per run (`run_compute_flops`) of each task with each scratchpad format, on its
+    grid's model and steps: rows tasks, columns formats (blank where a task has no such format)."""
+    rows = {
+        task: {f: run_compute_flops(scratchpad_run(task, f), sample_steps=20) / copy_run for f in fs}
+        for task, fs in formats.items()
+    }
+    columns = list(dict.fromkeys(f for fs in formats.values() for f in fs))
+    return pd.DataFrame.from_dict(rows, orient="index")[columns]
+
+
+def scratchpad_pilot_table(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
+    """The pilot's runs, in the order tried: format, layers, steps, learning rate, exact match (%)
+    in distribution and at 9, 10, 12 and 16 digits, the final training loss, copy runs, wall time."""
+    rows = []
+    for cfg in scratchpad_pilot():
+        path = record_path(Path(results_dir), cfg)
+        rec = read_record(path) if path.exists() else None
+        em = rec["exact_match"] if rec else {}
+        row = {"format": cfg.task_options["scratchpad"], "layers": cfg.model.n_layers, "steps": cfg.steps, "lr": cfg.lr}
+        row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
+        row |= {f"{n} digits (%)": 100 * em[str(n)] if rec else float("nan") for n in (9, 10, 12, 16)}
+        row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
+        row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
+        row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# Experiment 2: the other tasks with the step outputs, NoPE and T5, seed 0, each against its grid's
+# run of the same seed; and one richer format, the paper's smallest ("co"), for NoPE where it fits
+# (polynomial evaluation's costs 27 copy runs a run). Experiment 3: addition, NoPE, seed 0, one
+# component added to the step outputs at a time, computation first ("co", the paper's smallest
+# format), then the intermediate variables ("ov"). The paper leaves components out of the full
+# format; the full one does not fit here, so they are added to the smallest.
+SCRATCHPAD_TASKS = ("summation", "parity", "sorting", "polynomial")
+SCRATCHPAD_COMPONENTS = ("co", "ov")
+
+
+def scratchpad_tasks() -> list[RunConfig]:
+    """Experiment 2: each other task with the step outputs (NoPE, T5), then "co" (NoPE)."""
+    runs = [scratchpad_run(t, "o", e) for t in SCRATCHPAD_TASKS for e in ("nope", "t5")]
+    return runs + [scratchpad_run(t, "co") for t in SCRATCHPAD_TASKS if t != "polynomial"]
+
+
+def scratchpad_components() -> list[RunConfig]:
+    """Experiment 3: addition, NoPE, seed 0, with "co" then "ov"."""
+    return [scratchpad_run("addition", f) for f in SCRATCHPAD_COMPONENTS]
+
+
+GRIDS["scratchpad-tasks"] = (scratchpad_tasks, "scratchpads")
+GRIDS["scratchpad-components"] = (scratchpad_components, "scratchpads")
+
+
+def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
+    """Per experiment (the pilot, then 1-3): runs, runs trained, copy runs planned and spent (the
+    trained runs'), and wall time (hours, this machine's, with other training beside it)."""
+    plans = {"pilot": scratchpad_pilot(), "1: addition, every encoding": scratchpad_addition()[1:]}
+    plans |= {"2: the other tasks": scratchpad_tasks(), "3: which component": scratchpad_components()}
+    rows = []
+    for name, cfgs in plans.items():
+        cost = [run_compute_flops(c, sample_steps=20) / copy_run for c in cfgs]
+        paths = [record_path(Path(results_dir), c) for c in cfgs]
+        done = [p.exists() for p in paths]
+        wall = sum(read_record(p)["wall_time_s"] for p, d in zip(paths, done) if d) / 3600
+        rows.append({"experiment": name, "runs": len(cfgs), "trained": sum(done), "copy runs planned": sum(cost)})
+        rows[-1] |= {"copy runs spent": sum(c for c, d in zip(cost, done) if d), "wall (h)": wall}
+    table = pd.DataFrame(rows).set_index("experiment")
+    table.loc["total"] = table.sum()
+    return table
+
+
+# Experiment 1 against its control: each scratchpad run beside the run of the same encoding and seed
+# that writes the answer alone, on the same model, steps and prompts (`chosen_grid("addition")`).
+def scratchpad_pairs(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR):
+    """(scratchpad run, its control run, scratchpad record or None, control record or None) for each
+    run of experiment 1, seed-major."""
+    controls = {(c.encoding, c.seed): c for c in chosen_grid("addition")}
+    out = []
+    for cfg in scratchpad_addition():
+        control = controls[cfg.encoding, cfg.seed]
+        paths = record_path(Path(results_dir), cfg), record_path(Path(control_dir), control)
+        out.append((cfg, control, *(read_record(p) if p.exists() else None for p in paths)))
+    return out
+
+
+def _pooled(exact_match: dict[str, float], sizes: Iterable[int]) -> float:
+    """Exact match pooled over `sizes` (each size holds the same number of test examples)."""
+    return float(np.mean([exact_match[str(n)] for n in sizes]))
+
+
+def scratchpad_effect(
+    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, train_max: int = 8, top: int = 16
+):
+    """One row per trained run of experiment 1: exact match (%) in distribution (sizes 1-8) and out
+    of it (9-16, pooled over its 8 x 256 sums, the paper's statistic) with the step outputs and
+    without, the difference, its standard error (two independent binomials) and whether the
+    scratchpad helps: out of distribution higher by more than two standard errors."""
+    rows = []
+    for cfg, _, rec, ctl in scratchpad_pairs(results_dir, control_dir):
+        if rec is None or ctl is None:
+            continue
+        per = cfg.eval_per_length * (top - train_max)
+        row: dict[str, Any] = {"encoding": cfg.encoding, "seed": cfg.seed}
+        for name, r in (("with", rec), ("without", ctl)):
+            row[f"in distribution {name} (%)"] = 100 * _pooled(r["exact_match"], range(1, train_max + 1))
+            row[f"OOD {name} (%)"] = 100 * _pooled(r["exact_match"], range(train_max + 1, top + 1))
+        p, q = row["OOD with (%)"] / 100, row["OOD without (%)"] / 100
+        row["OOD difference (points)"] = 100 * (p - q)
+        row["standard error (points)"] = 100 * math.sqrt((p * (1 - p) + q * (1 - q)) / per)
+        row["helps"] = row["OOD difference (points)"] > 2 * row["standard error (points)"]
+        rows.append(row)
+    columns = ["encoding", "seed", "in distribution with (%)", "in distribution without (%)", "OOD with (%)"]
+    columns += ["OOD without (%)", "OOD difference (points)", "standard error (points)", "helps"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def scratchpad_verdicts(effect, seeds: int = 3):
+    """Per encoding, from `scratchpad_effect`: the seeds trained, in how many the scratchpad helps,
+    and the verdict in words ("helps in all 3 seeds", "helps in 1 of 3", "2 of 3 seeds trained")."""
+    rows = []
+    for enc in encoding_names():
+        got = effect[effect["encoding"] == enc]
+        helped = int(got["helps"].sum())
+        if len(got) < seeds:
+            verdict = f"{len(got)} of {seeds} seeds trained" + (f", helps in {helped}" if len(got) else "")
+        else:
+            verdict = f"helps in all {seeds} seeds" if helped == seeds else f"helps in {helped} of {seeds} seeds"
+        rows.append({"encoding": label(enc), "seeds trained": len(got), "seeds it helps": helped, "verdict": verdict})
+    return pd.DataFrame(rows).set_index("encoding")
+
+
+def scratchpad_curves(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, top: int = 16):
+    """Long table of experiment 1 and its control: encoding, seed, scratchpad ("o" or "none"), n,
+    exact match (0-1), and for the scratchpad runs the teacher-forced step accuracy and answer
+    given the true steps; sizes up to `top`, pairs whose both runs are trained."""
+    rows = []
+    for cfg, _, rec, ctl in scratchpad_pairs(results_dir, control_dir):
+        if rec is None or ctl is None:
+            continue
+        for name, r in (("o", rec), ("none", ctl)):
+            for n in range(1, top + 1):
+                row = {"encoding": cfg.encoding, "seed": cfg.seed, "scratchpad": name, "n": n}
+                row["exact_match"] = r["exact_match"][str(n)]
+                for k in ("step_accuracy", "answer_given_steps"):
+                    row[k] = r["scratchpad"][k][str(n)] if name == "o" else float("nan")
+                rows.append(row)
+    return pd.DataFrame(
+        rows, columns=["encoding", "seed", "scratchpad", "n", "exact_match", "step_accuracy", "answer_given_steps"]
+    )
+
+
+def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path | None = None, train_max: int = 8):
+    """Exact match against digits per encoding, with the step outputs (solid) and without (dashed),
+    the mean of the seeds trained (their number in the legend); `paper_nope`, the paper's NoPE
+    without a scratchpad (its out-of-distribution mean), as a segment over the test sizes."""
+    fig, ax = plt.subplots(figsize=(9, 5.2))
+    if paper_nope is not None:
+        ax.hlines(100 * paper_nope, train_max + 1, 2 * train_max, color=encoding_color("nope"), ls="-.", lw=2)
+        ax.plot([], [], color=encoding_color("nope"), ls="-.", lw=2, label="the paper, NoPE, answer alone (OOD mean)")
+    for enc in encoding_names():
+        for name, style in (("o", "-"), ("none", "--")):
+            g = curves[(curves["encoding"] == enc) & (curves["scratchpad"] == name)]
+            if not len(g):
+                continue
+            m, seeds = g.groupby("n")["exact_match"].mean(), g["seed"].nunique()
+            what = "step outputs" if name == "o" else "answer alone"
+            ax.plot(
+                m.index,
+                100 * m,
+                style,
+                color=encoding_color(enc),
+                lw=1.6,
+                label=f"{label(enc)}, {what} ({seeds} seed{'s' * (seeds > 1)})",
+            )
+    ax.axvline(train_max + 0.5, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
+    ax.set(
+        title="Addition with and without the step outputs: exact match against size",
+        xlabel="digits (the longer operand)",
+    )
+    ax.set(ylabel="exact match (%)", ylim=(-3, 105), xticks=range(1, int(curves["n"].max()) + 1))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def step_or_answer(curves, sizes: Sequence[int] = range(9, 17)):
+    """Where the scratchpad runs fail past the training range, per encoding (mean of the seeds
+    trained) and size: exact match (greedy, own steps), the teacher-forced fraction of steps right
+    and the answer right given the true steps, in %."""
+    got = curves[(curves["scratchpad"] == "o") & curves["n"].isin(list(sizes))]
+    table = got.groupby(["encoding", "n"], sort=False)[["exact_match", "step_accuracy", "answer_given_steps"]].mean()
+    table = (100 * table).rename(
+        columns={
+            "exact_match": "exact match (%)",
+            "step_accuracy": "steps right (%)",
+            "answer_given_steps": "answer given true steps (%)",
+        }
+    )
+    return table.rename(index=label, level="encoding")
+
+
+@torch.no_grad()
+def step_attention(
+    model: DecoderOnlyLM, task: WithScratchpad, n: int, n_examples: int = 64, seed: int = INSPECTION_SEED
+):
+    """Where each head looks while writing a step of addition's step outputs ("o"): for every step
+    that adds a column of the prompt, the query that predicts the step's digit (the "out" marker)
+    and the mean attention mass it puts on that column's operand digits (one or two: the paper's
+    operands have their own digit counts), beside uniform attention's mass on them. One row per
+    (layer, head), over the inspection sequences of size n."""
+    if task.name != "addition" or task.components != "o":
+        raise ValueError(f"step_attention reads addition with the step outputs alone; got {task.key}")
+    batch = evaluation_batch(task, n, n_examples, seed, model.config)
+    att = attention_maps(model, batch)  # (layers, B, H, T, T)
+    out_id, plus = task.ids[SCRATCHPAD_MARKERS["o"]], task.ids["+"]
+    mass, uniform = [], []
+    for b, row in enumerate(batch.tokens.tolist()):
+        p, sep = row.index(plus), row.index(SEP)
+        la, lb = p - 1, sep - p - 1  # digits of each operand (BOS is index 0)
+        outs = [i for i in range(sep, len(row)) if row[i] == out_id]
+        for k, q in enumerate(outs):
+            keys = [j for j, ok in ((p - 1 - k, k < la), (sep - 1 - k, k < lb)) if ok]
+            if keys:  # the carry's own step reads no column
+                mass.append(att[:, b, :, q, keys].sum(-1))
+                uniform.append(len(keys) / (q + 1))
+    m = torch.stack(mass).mean(0)  # (layers, heads)
+    rows = [
+        {
+            "layer": layer,
+            "head": head,
+            "on the column's digits": float(m[layer, head]),
+            "uniform": float(np.mean(uniform)),
+        }
+        for layer in range(m.shape[0])
+        for head in range(m.shape[1])
+    ]
+    return pd.DataFrame(rows)
+
+
+# Our scoring against the paper's parser. Ours: the answer is what follows the last "thus" up to
+# EOS, and a generation without either is wrong. The paper's parser (its code) reads the text after
+# the first end marker, up to a second one or the end, and parses it as an integer: it forgives a
+# missing end, text after a second marker and a leading zero.
+def lenient_answer(tokens: Sequence[int], end: int, digits: Mapping[int, str]) -> int | None:
+    """The paper's reading of a generation: the tokens after the first `end` (token id), up to the
+    next `end`, EOS or the generation's end, as an integer (leading zeros forgiven); None where
+    there is no `end` or what follows is not a number (`digits`: token id -> its digit)."""
+    tokens = list(tokens)
+    if end not in tokens:
+        return None
+    rest = tokens[tokens.index(end) + 1 :]
+    stops = [i for i, t in enumerate(rest) if t in (end, EOS, PAD)]
+    rest = rest[: stops[0]] if stops else rest
+    if not rest or any(t not in digits for t in rest):
+        return None
+    return int("".join(digits[t] for t in rest))
+
+
+def scoring_comparison(
+    model: DecoderOnlyLM,
+    task: WithScratchpad,
+    sizes: Iterable[int],
+    n_per_length: int = 256,
+    seed: int = RunConfig.eval_seed,
+):
+    """Per size: the fraction of sums right by our scoring (`final_answer`, exact tokens) and by the
+    paper's parser (`lenient_answer`), greedy from the evaluation prompts with the model's own
+    steps, and how many sums the two scorings judge differently."""
+    end, digits = task.ids[SCRATCHPAD_END], {task.ids[str(d)]: str(d) for d in range(10)}
+    rows = []
+    with evaluating(model):
+        for n in sizes:
+            batch = evaluation_batch(task, n, n_per_length, seed)
+            sep = (batch.tokens == SEP).int().argmax(dim=1)
+            # a target right teacher-forced is what greedy decoding writes: right by both readings
+            strict = exact_match_rows(model, batch)
+            lenient = strict.clone()
+            for p in sep[~strict].unique().tolist():
+                rows_p = ((sep == p) & ~strict).nonzero()[:, 0]
+                # a longer budget than scoring's (the paper's parser reads past a missed end), within
+                # the positions the model has
+                budget = min(2 * task.answer_length(n), model.config.max_positions - p - 1)
+                gen = generate(model, batch.tokens[rows_p, : p + 1], budget, stop_at_eos=True)
+                for r, g in zip(rows_p.tolist(), gen[:, p + 1 :].tolist()):
+                    truth = final_answer(batch.tokens[r, p + 1 :].tolist(), end)
+                    strict[r] = final_answer(g, end) == truth
+                    lenient[r] = lenient_answer(g, end, digits) == int("".join(digits[t] for t in truth))
+            rows.append({"n": n, "ours": float(strict.float().mean()), "paper's parser": float(lenient.float().mean())})
+            rows[-1]["sums judged differently"] = int((strict != lenient).sum())
+    return pd.DataFrame(rows)
+
+
+def scoring_table(
+    results_dir: str | Path = SCRATCHPAD_DIR, cache: Path | None = SCRATCHPAD_DIR / "scoring.csv", top: int = 16
+):
+    """`scoring_comparison` at sizes 1-`top` for every trained run of experiment 1, computed once
+    from the saved weights and cached as CSV with each model's config hash."""
+    parts = []
+    for cfg, _, rec, _ in scratchpad_pairs(results_dir):
+        if rec is None:
+            continue
+
+        def compute(model: DecoderOnlyLM, _task: str, cfg: RunConfig = cfg):
+            return scoring_comparison(model, cfg.make_task(), range(1, top + 1), cfg.eval_per_length, cfg.eval_seed)
+
+        run = lambda t, e, s, cfg=cfg: cfg  # noqa: E731
+        parts.append(per_model_table(compute, ["addition"], [cfg.encoding], [cfg.seed], results_dir, cache, run=run))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def scoring_verdicts(effect, scoring, train_max: int = 8, n_per_length: int = RunConfig.eval_per_length):
+    """Per run of `scratchpad_effect`: its out-of-distribution exact match (%) by our scoring and by
+    the paper's parser (`scoring_table`, `n_per_length` sums a size), the verdict "helps" by each
+    (the same rule: more than two standard errors above the control), and whether they differ."""
+    ood = scoring[scoring["n"] > train_max].groupby(["encoding", "seed"])["paper's parser"].agg(["mean", "size"])
+    rows = []
+    for _, r in effect.iterrows():
+        (p, sizes), q = ood.loc[(r["encoding"], r["seed"])], r["OOD without (%)"] / 100
+        se = 100 * math.sqrt((p * (1 - p) + q * (1 - q)) / (n_per_length * sizes))
+        lenient = bool(100 * (p - q) > 2 * se)
+        row = {"encoding": label(r["encoding"]), "seed": r["seed"], "OOD, ours (%)": r["OOD with (%)"]}
+        row |= {"OOD, paper's parser (%)": 100 * p, "helps, ours": r["helps"], "helps, paper's parser": lenient}
+        rows.append(row | {"verdict differs": bool(r["helps"]) != lenient})
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------

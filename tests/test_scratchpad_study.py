@@ -1,0 +1,157 @@
+"""The scratchpad study (section 15, notebook 10): its runs and their controls, the effect and its
+verdicts, the paper's reading of a generation against ours, and where a step's query looks."""
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+import lengen_helpers as L
+
+
+def test_experiment_one_holds_the_pilots_run_and_pairs_each_run_with_its_grid_control():
+    runs = L.scratchpad_addition()
+    assert len(runs) == 18 and len({c.hash for c in runs}) == 18
+    assert [c.seed for c in runs] == sorted(c.seed for c in runs)  # seed-major
+    assert runs[0].hash == L.scratchpad_pilot()[-1].hash  # the pilot's outputs-only run: one record
+    controls = {c.hash for c in L.chosen_grid("addition")}
+    for cfg, control, _, _ in L.scratchpad_pairs():
+        assert control.hash in controls and (control.encoding, control.seed) == (cfg.encoding, cfg.seed)
+        assert control.task_options == {"format": "paper"} and cfg.task_options["scratchpad"] == "o"
+        assert (control.steps, control.lr, control.model.n_layers) == (cfg.steps, cfg.lr, cfg.model.n_layers)
+
+
+@pytest.mark.parametrize("task", L.SCRATCHPAD_TASKS)
+def test_a_scratchpad_run_is_its_grid_run_with_the_scratchpad(task):
+    plain, pad = L.scratchpad_run(task, "none", "t5", 1), L.scratchpad_run(task, "o", "t5", 1)
+    grid = L.chosen_grid(task, [1]) if task in L.CHOSEN_SHAPES else L.task_grid(task, seeds=[1])
+    assert plain.hash in {c.hash for c in grid}
+    assert L.record_path(L.RESULTS_DIR, plain).exists()  # the control is trained and committed
+    assert pad.task_options["scratchpad"] == "o" and pad.eval_max_len == 16
+    assert dataclass_fields(pad, "task_options", "eval_max_len") == dataclass_fields(
+        plain, "task_options", "eval_max_len"
+    )
+
+
+def dataclass_fields(cfg, *leave_out):
+    d = cfg.to_dict()
+    return {k: v for k, v in d.items() if k not in leave_out}
+
+
+def test_the_experiments_fit_their_compute_and_train_nothing_twice():
+    runs = [*L.scratchpad_pilot(), *L.scratchpad_addition()[1:], *L.scratchpad_tasks(), *L.scratchpad_components()]
+    assert len({c.hash for c in runs}) == len(runs)
+    assert {c.task_options["scratchpad"] for c in L.scratchpad_components()} == {"co", "ov"}
+    assert {c.encoding for c in L.scratchpad_tasks()} == {"nope", "t5"}
+
+
+def write_record(folder, cfg, em, extra=None):
+    (folder / "runs").mkdir(parents=True, exist_ok=True)
+    record = {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash, "exact_match": em}
+    record |= {
+        "training_revision": L.TRAINING_REVISION,
+        "loss_curve": {"every": 1, "mean_loss": [1.0]},
+        **(extra or {}),
+    }
+    L.record_path(folder, cfg).write_text(json.dumps(record))
+
+
+def test_the_effect_pools_the_test_sizes_and_helps_only_beyond_two_standard_errors(tmp_path):
+    pad, ctl = tmp_path / "pad", tmp_path / "ctl"
+    pairs = L.scratchpad_pairs(pad, ctl)
+    steps = {
+        "step_accuracy": {str(n): 0.5 for n in range(1, 17)},
+        "answer_given_steps": {str(n): 1.0 for n in range(1, 17)},
+    }
+    # NoPE seed 0: 40% at 9-10 and 0 beyond with the scratchpad (10% pooled); 0.5% pooled without
+    write_record(
+        pad, pairs[0][0], {str(n): 1.0 if n <= 8 else 0.4 * (n <= 10) for n in range(1, 17)}, {"scratchpad": steps}
+    )
+    write_record(ctl, pairs[0][1], {str(n): 0.9 if n <= 8 else 0.04 * (n == 9) for n in range(1, 25)})
+    # sinusoidal seed 0: a difference of 0.2 points, far inside two standard errors
+    write_record(pad, pairs[1][0], {str(n): 1.0 if n <= 8 else 0.502 for n in range(1, 17)}, {"scratchpad": steps})
+    write_record(ctl, pairs[1][1], {str(n): 1.0 if n <= 8 else 0.5 for n in range(1, 25)})
+    effect = L.scratchpad_effect(pad, ctl).set_index("encoding")
+    assert effect.loc["nope", "OOD with (%)"] == pytest.approx(10.0) and effect.loc[
+        "nope", "OOD without (%)"
+    ] == pytest.approx(0.5)
+    assert effect.loc["nope", "in distribution without (%)"] == pytest.approx(90.0)
+    assert effect.loc["nope", "helps"] and not effect.loc["sinusoidal", "helps"]
+    se = 100 * ((0.502 * 0.498 + 0.25) / 2048) ** 0.5
+    assert effect.loc["sinusoidal", "standard error (points)"] == pytest.approx(se)
+    verdicts = L.scratchpad_verdicts(effect.reset_index())
+    assert verdicts.loc["NoPE", "verdict"] == "1 of 3 seeds trained, helps in 1"
+    assert verdicts.loc["RoPE", "verdict"] == "0 of 3 seeds trained"
+    full = pd.DataFrame({"encoding": ["nope"] * 3, "seed": [0, 1, 2], "helps": [True, True, True]})
+    assert L.scratchpad_verdicts(full).loc["NoPE", "verdict"] == "helps in all 3 seeds"
+    assert (
+        L.scratchpad_verdicts(full.assign(helps=[True, False, True])).loc["NoPE", "verdict"] == "helps in 2 of 3 seeds"
+    )
+    table = L.step_or_answer(L.scratchpad_curves(pad, ctl))
+    assert table.loc[("NoPE", 9), "steps right (%)"] == pytest.approx(50.0) and len(table) == 16
+
+
+def test_the_papers_parser_forgives_what_ours_does_not():
+    task = L.get_task("addition", {"format": "paper", "scratchpad": "o"})
+    end, digits = task.ids["thus"], {task.ids[str(d)]: str(d) for d in range(10)}
+    ids = lambda text: [task.ids[s] for s in text.split()]  # noqa: E731
+    body = ids("out 2 # out 1 thus")
+    cases = {  # generation -> (ours, the paper's parser), for the truth 1 2
+        "ends as trained": (body + ids("1 2") + [L.EOS], (True, True)),
+        "no EOS": (body + ids("1 2"), (False, True)),
+        "a second end marker, text after it": (body + ids("1 2 thus 7") + [L.EOS], (False, True)),
+        "a leading zero": (body + ids("0 1 2") + [L.EOS], (False, True)),
+        "a wrong digit": (body + ids("1 3") + [L.EOS], (False, False)),
+        "no end marker": (ids("out 2 # out 1 # 1 2") + [L.EOS], (False, False)),
+    }
+    truth = ids("1 2")
+    for name, (gen, (ours, paper)) in cases.items():
+        assert (L.final_answer(gen, end) == truth) is ours, name
+        assert (L.lenient_answer(gen, end, digits) == 12) is paper, name
+    assert L.lenient_answer(body + [task.ids["+"], L.EOS], end, digits) is None  # not a number
+
+
+def test_scoring_comparison_reads_the_same_generations_both_ways(monkeypatch):
+    torch.manual_seed(0)
+    task = L.get_task("addition", {"format": "paper", "scratchpad": "o"})
+    model = L.DecoderOnlyLM(L.ModelConfig(encoding="nope", n_layers=1), task.vocab_size).eval()
+
+    def truth_without_eos(model, prompt, max_new_tokens, **kw):  # every sum right, but never stopping
+        batch = L.evaluation_batch(task, 2, 16, 7)
+        p = prompt.shape[1]
+        rows = [r for r in batch.tokens if int((r == L.SEP).int().argmax()) == p - 1]
+        gen = [[t for t in r[p:].tolist() if t not in (L.EOS, L.PAD)] for r in rows]
+        width = max(len(g) for g in gen)  # rows of one prompt length may differ in answer length
+        return torch.tensor([prompt[i].tolist() + g + [L.PAD] * (width - len(g)) for i, g in enumerate(gen)])
+
+    monkeypatch.setattr(L, "generate", truth_without_eos)
+    table = L.scoring_comparison(model, task, [2], n_per_length=16, seed=7).iloc[0]
+    assert table["ours"] == 0.0 and table["paper's parser"] == 1.0 and table["sums judged differently"] == 16
+
+
+def test_step_attention_reads_the_columns_each_step_adds(monkeypatch):
+    task = L.get_task("addition", {"format": "paper", "scratchpad": "o"})
+    model = L.DecoderOnlyLM(L.ModelConfig(encoding="nope", n_layers=2, n_heads=2), task.vocab_size).eval()
+    batch = L.evaluation_batch(task, 4, 8, L.INSPECTION_SEED)
+
+    def on_the_column(model, batch):  # head 1 of layer 1 puts all its weight on the right digits
+        B, T = batch.inputs.shape
+        att = torch.full((2, B, 2, T, T), 1.0 / T)
+        att[1, :, 1] = 0
+        out, plus = task.ids["out"], task.ids["+"]
+        for b, row in enumerate(batch.tokens.tolist()):
+            p, sep = row.index(plus), row.index(L.SEP)
+            steps = [i for i in range(sep, len(row)) if row[i] == out]
+            for k, q in enumerate(steps):
+                keys = [j for j, ok in ((p - 1 - k, k < p - 1), (sep - 1 - k, k < sep - p - 1)) if ok]
+                att[1, b, 1, q, keys or [0]] = 1.0 / len(keys or [0])
+        return att
+
+    monkeypatch.setattr(L, "attention_maps", on_the_column)
+    got = L.step_attention(model, task, 4, n_examples=8).set_index(["layer", "head"])
+    assert got.loc[(1, 1), "on the column's digits"] == pytest.approx(1.0)
+    assert got.loc[(0, 0), "on the column's digits"] < 0.5 and len(got) == 4
+    with pytest.raises(ValueError, match="step outputs alone"):
+        L.step_attention(model, L.get_task("addition", {"format": "paper", "scratchpad": "co"}), 4)
+    assert batch.tokens.shape[0] == 8
