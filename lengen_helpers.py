@@ -4211,6 +4211,87 @@ def in_every_seed(scores, task: str) -> list[str]:
     return out
 
 
+# Eight tasks and three seeds are thin for a bootstrap over tasks, so an ordering is stated only
+# where three kinds of evidence agree: the hierarchical bootstrap (at least `CLAIM_THRESHOLD`), the
+# per-task win count (more than half the tasks) and an exact sign-flip test over tasks (one-sided,
+# at most 1 - `CLAIM_THRESHOLD`). Two checks are shown beside them: whether leaving out any one task
+# flips the ordering, and how often it holds when each encoding's seeds are paired with the other
+# encodings' at random (a column's runs share only a seed number; they are unrelated runs).
+def per_task_rr(rr):
+    """Each task's mean reciprocal rank over its seeds: (tasks, encodings)."""
+    return rr.groupby(level="task", sort=False).mean()
+
+
+def sign_flip_p(differences: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """One-sided exact sign-flip test over tasks: the share of the 2^T sign assignments whose
+    weighted sum of differences is at least the observed one (ties included)."""
+    d = np.asarray(differences, dtype=float) * (np.ones(len(differences)) if weights is None else np.asarray(weights))
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+    return float(((signs @ d) >= d.sum() - 1e-12).mean())
+
+
+def reshuffled_seeds(scores, order: Sequence[str] | None = None, splits=None, n: int = 1000, seed: int = 0):
+    """(n, encodings) mean reciprocal ranks after pairing each encoding's seeds with the others' at
+    random within each task (each encoding's seed column permuted on its own)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        parts = []
+        for _, g in scores.groupby(level="task", sort=False):
+            values = g.to_numpy().copy()
+            for j in range(values.shape[1]):
+                values[:, j] = values[rng.permutation(len(values)), j]
+            parts.append(pd.DataFrame(values, index=g.index, columns=g.columns))
+        rr = column_reciprocal_ranks(pd.concat(parts), order)
+        out.append(weighted_mrr(rr, splits)[list(rr.columns)].to_numpy())
+    return np.array(out)
+
+
+def pairwise_evidence(
+    scores, order: Sequence[str] | None = None, splits=None, n_boot: int = 10000, n_pairings: int = 200, seed: int = 0
+):
+    """Every pair of encodings (A ahead of B by the point statistic), with: the mean reciprocal
+    ranks, the share of hierarchical resamples with A ahead, the tasks A wins (per-task mean
+    reciprocal rank higher), the exact sign-flip p over tasks, whether A stays ahead with any one
+    task left out, the share of `n_pairings` random seed pairings with A ahead, and whether the ordering is
+    stated (bootstrap, win count and sign-flip test agree). `order` and `splits` as `paper_mrr`
+    (the paper's statistic) or None (the study's)."""
+    rr = column_reciprocal_ranks(scores, order)
+    point, names = weighted_mrr(rr, splits), list(rr.columns)
+    p = pairwise_above(hierarchical_bootstrap(rr, splits, n_boot, seed), names)
+    tasks, w = per_task_rr(rr), _task_weights(rr, splits)
+    shuffled = pd.DataFrame(reshuffled_seeds(scores, order, splits, n_pairings, seed), columns=names)
+    rows = []
+    for a, b in itertools.combinations(point.index, 2):  # a ahead of b by the point statistic
+        d = (tasks[a] - tasks[b]).to_numpy()
+        left_out = [np.delete(d * w, i).sum() > 0 for i in range(len(d))] if len(d) > 1 else [False]
+        row = {"pair": f"{label(a)} > {label(b)}", "MRR A": point[a], "MRR B": point[b], "bootstrap": p.loc[a, b]}
+        row |= {"tasks won": f"{int((d > 0).sum())} of {len(d)}", "sign-flip p": sign_flip_p(d, w)}
+        row |= {
+            "holds leaving out any one task": all(left_out),
+            "random seed pairings": float((shuffled[a] > shuffled[b]).mean()),
+        }
+        stated = row["bootstrap"] >= CLAIM_THRESHOLD and (d > 0).sum() > len(d) / 2
+        rows.append(row | {"stated": bool(stated and row["sign-flip p"] <= 1 - CLAIM_THRESHOLD)})
+    return pd.DataFrame(rows).set_index("pair")
+
+
+def mrr_decomposition(df, t5_etc: Sequence[str] = PAPER_ROW_ORDER):
+    """From the study's statistic to the paper's on the same runs, one change at a time: every
+    encoding's mean reciprocal rank after each step (rows), encodings as columns (the learned
+    table's blank once it is dropped)."""
+    mean, pooled = ood_scores(df), ood_scores(df, pooled=True)
+    five = [e for e in mean.columns if e in t5_etc]
+    steps = {
+        "the study's statistic (six encodings, mean over sizes, ties shared, tasks alike)": study_mrr(mean),
+        "without the learned table (five encodings)": study_mrr(mean[five]),
+        "pooled test accuracy": study_mrr(pooled[five]),
+        "ties broken by the paper's row order": weighted_mrr(column_reciprocal_ranks(pooled, t5_etc)),
+        "each task weighed by the paper's splits it stands for (the paper's statistic)": paper_mrr(pooled, t5_etc),
+    }
+    return pd.DataFrame(steps).T[list(mean.columns)].rename(columns=label)
+
+
 def paper_test_accuracy(tasks: Sequence[str]):
     """The paper's test exact match (mean of 3 seeds) for those of `tasks` (task keys) it reports
     in the format it used: (encoding x task). Addition's figure stands beside "addition.paper",
@@ -5698,6 +5779,19 @@ def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR
     return table
 
 
+def paper_scratchpad_addition(path: Path | None = None):
+    """The paper's addition with and without its scratchpad formats, as its code's notebook prints
+    them (results/published/paper_scratchpad_addition.csv): exact match out of distribution
+    (pooled), formats as rows ("none" first), encodings as columns, the mean of the seeds printed,
+    and how many seeds that is per format."""
+    pub = pd.read_csv(path or PUBLISHED_DIR / "paper_scratchpad_addition.csv", comment="#")
+    table = pub.pivot_table(index="format", columns="encoding", values="ood_exact_match", aggfunc="mean")
+    seeds = pub.groupby("format")["seed"].nunique().rename("seeds printed")
+    order = ["none", *sorted(f for f in table.index if f != "none")]
+    columns = [e for e in encoding_names() if e in table.columns]
+    return table.loc[order, columns].rename(columns=label).join(seeds)
+
+
 # Experiment 1 against its control: each scratchpad run beside the run of the same encoding and seed
 # that writes the answer alone, on the same model, steps and prompts (`chosen_grid("addition")`).
 def scratchpad_pairs(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR):
@@ -5712,49 +5806,70 @@ def scratchpad_pairs(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str 
     return out
 
 
-def _pooled(exact_match: dict[str, float], sizes: Iterable[int]) -> float:
-    """Exact match pooled over `sizes` (each size holds the same number of test examples)."""
-    return float(np.mean([exact_match[str(n)] for n in sizes]))
+def _pooled(exact_match: Mapping[str, float], sizes: Sequence[int], weights: Tensor | None, per: int):
+    """(exact match pooled over `sizes` as the paper's test files pool them, each size weighed by
+    its test examples there (`Task.size_weights`, None: alike), and the variance of that estimate
+    from `per` sums a size)."""
+    w = np.ones(len(sizes)) if weights is None else weights.numpy()
+    w = w / w.sum()
+    p = np.array([exact_match[str(n)] for n in sizes])
+    return float(w @ p), float((w**2 * p * (1 - p)).sum() / per)
 
 
 def scratchpad_effect(
-    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, train_max: int = 8, top: int = 16
+    results_dir: str | Path = SCRATCHPAD_DIR,
+    control_dir: str | Path = RESULTS_DIR,
+    train_max: int = 8,
+    top: int = 16,
+    learned_bar: float = 0.9,
 ):
     """One row per trained run of experiment 1: exact match (%) in distribution (sizes 1-8) and out
-    of it (9-16, pooled over its 8 x 256 sums, the paper's statistic) with the step outputs and
-    without, the difference, its standard error (two independent binomials) and whether the
-    scratchpad helps: out of distribution higher by more than two standard errors."""
+    of it (9-16), each pooled as the paper pools its test examples (a size weighs by its pairs of
+    digit counts, 2n - 1), with the step outputs and without; the difference, its standard error
+    (independent binomials, 256 sums a size) and whether the scratchpad helps: out of distribution
+    higher by more than two standard errors; and whether the scratchpad run learned the task in
+    distribution (at least `learned_bar`)."""
     rows = []
     for cfg, _, rec, ctl in scratchpad_pairs(results_dir, control_dir):
         if rec is None or ctl is None:
             continue
-        per = cfg.eval_per_length * (top - train_max)
+        task, per = cfg.make_task(), cfg.eval_per_length
+        inside, outside = list(range(1, train_max + 1)), list(range(train_max + 1, top + 1))
         row: dict[str, Any] = {"encoding": cfg.encoding, "seed": cfg.seed}
+        var = 0.0
         for name, r in (("with", rec), ("without", ctl)):
-            row[f"in distribution {name} (%)"] = 100 * _pooled(r["exact_match"], range(1, train_max + 1))
-            row[f"OOD {name} (%)"] = 100 * _pooled(r["exact_match"], range(train_max + 1, top + 1))
-        p, q = row["OOD with (%)"] / 100, row["OOD without (%)"] / 100
-        row["OOD difference (points)"] = 100 * (p - q)
-        row["standard error (points)"] = 100 * math.sqrt((p * (1 - p) + q * (1 - q)) / per)
+            row[f"in distribution {name} (%)"] = (
+                100 * _pooled(r["exact_match"], inside, task.size_weights(inside), per)[0]
+            )
+            ood, v = _pooled(r["exact_match"], outside, task.size_weights(outside), per)
+            row[f"OOD {name} (%)"], var = 100 * ood, var + v
+        row["OOD difference (points)"] = row["OOD with (%)"] - row["OOD without (%)"]
+        row["standard error (points)"] = 100 * math.sqrt(var)
         row["helps"] = row["OOD difference (points)"] > 2 * row["standard error (points)"]
+        row["learned with it"] = row["in distribution with (%)"] >= 100 * learned_bar
         rows.append(row)
     columns = ["encoding", "seed", "in distribution with (%)", "in distribution without (%)", "OOD with (%)"]
-    columns += ["OOD without (%)", "OOD difference (points)", "standard error (points)", "helps"]
+    columns += ["OOD without (%)", "OOD difference (points)", "standard error (points)", "helps", "learned with it"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def scratchpad_verdicts(effect, seeds: int = 3):
-    """Per encoding, from `scratchpad_effect`: the seeds trained, in how many the scratchpad helps,
-    and the verdict in words ("helps in all 3 seeds", "helps in 1 of 3", "2 of 3 seeds trained")."""
+    """Per encoding, from `scratchpad_effect`: the seeds trained, those learned in distribution with
+    the scratchpad, those it helps, and the verdict in words: "helps in all 3 seeds", "helps in 1
+    of 3 seeds", or, while seeds are missing, "2 of 3 seeds trained: helps in 1"; a seed not
+    learned with the scratchpad is named so (its extrapolation is not ranked)."""
     rows = []
     for enc in encoding_names():
         got = effect[effect["encoding"] == enc]
-        helped = int(got["helps"].sum())
+        learned = got[got["learned with it"]] if "learned with it" in got else got
+        helped, missed = int(learned["helps"].sum()), len(got) - len(learned)
         if len(got) < seeds:
-            verdict = f"{len(got)} of {seeds} seeds trained" + (f", helps in {helped}" if len(got) else "")
+            verdict = f"{len(got)} of {seeds} seeds trained" + (f": helps in {helped}" if len(got) else "")
         else:
             verdict = f"helps in all {seeds} seeds" if helped == seeds else f"helps in {helped} of {seeds} seeds"
-        rows.append({"encoding": label(enc), "seeds trained": len(got), "seeds it helps": helped, "verdict": verdict})
+        verdict += f"; not learned in distribution in {missed}" if missed else ""
+        row = {"encoding": label(enc), "seeds trained": len(got), "learned in distribution": len(learned)}
+        rows.append(row | {"seeds it helps": helped, "verdict": verdict})
     return pd.DataFrame(rows).set_index("encoding")
 
 
@@ -5938,19 +6053,29 @@ def scoring_table(
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def scoring_verdicts(effect, scoring, train_max: int = 8, n_per_length: int = RunConfig.eval_per_length):
-    """Per run of `scratchpad_effect`: its out-of-distribution exact match (%) by our scoring and by
-    the paper's parser (`scoring_table`, `n_per_length` sums a size), the verdict "helps" by each
-    (the same rule: more than two standard errors above the control), and whether they differ."""
-    ood = scoring[scoring["n"] > train_max].groupby(["encoding", "seed"])["paper's parser"].agg(["mean", "size"])
+def scoring_verdicts(
+    scoring, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, train_max: int = 8
+):
+    """Per run in `scoring` (`scoring_table`): its out-of-distribution exact match (%) by our
+    scoring and by the paper's parser, pooled as in `scratchpad_effect`, and the verdict "helps" by
+    each against the control (the same rule: more than two standard errors above it), and whether
+    the two verdicts differ."""
     rows = []
-    for _, r in effect.iterrows():
-        (p, sizes), q = ood.loc[(r["encoding"], r["seed"])], r["OOD without (%)"] / 100
-        se = 100 * math.sqrt((p * (1 - p) + q * (1 - q)) / (n_per_length * sizes))
-        lenient = bool(100 * (p - q) > 2 * se)
-        row = {"encoding": label(r["encoding"]), "seed": r["seed"], "OOD, ours (%)": r["OOD with (%)"]}
-        row |= {"OOD, paper's parser (%)": 100 * p, "helps, ours": r["helps"], "helps, paper's parser": lenient}
-        rows.append(row | {"verdict differs": bool(r["helps"]) != lenient})
+    for cfg, _, _, ctl in scratchpad_pairs(results_dir, control_dir):
+        mine = scoring[(scoring["encoding"] == cfg.encoding) & (scoring["seed"] == cfg.seed)]
+        if ctl is None or not len(mine):
+            continue
+        sizes = sorted(int(n) for n in mine["n"] if n > train_max)
+        weights, per = cfg.make_task().size_weights(sizes), cfg.eval_per_length
+        q, q_var = _pooled(ctl["exact_match"], sizes, weights, per)
+        row: dict[str, Any] = {"encoding": label(cfg.encoding), "seed": cfg.seed}
+        verdicts = []
+        for name in ("ours", "paper's parser"):
+            p, p_var = _pooled(dict(zip(mine["n"].astype(str), mine[name])), sizes, weights, per)
+            row[f"OOD, {name} (%)"] = 100 * p
+            verdicts.append(bool(p - q > 2 * math.sqrt(p_var + q_var)))
+        row |= {"helps, ours": verdicts[0], "helps, paper's parser": verdicts[1]}
+        rows.append(row | {"verdict differs": verdicts[0] != verdicts[1]})
     return pd.DataFrame(rows)
 
 

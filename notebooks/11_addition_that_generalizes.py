@@ -263,5 +263,5 @@ cited
 #   (tested in `tests/test_digit_places.py`); the window is a function of the positions.
 # - The ablation and the pilot are one seed each: the order of the encodings with the window is
 #   an example, not a ranking.
-# - The scratchpad (module section 15) is not an arm here: its runs have not been trained yet,
-#   and digit places are defined for the plain answer only (`place_layout` refuses a scratchpad).
+# - The scratchpad is not an arm here: it has its own study (notebook 10), and digit places are
+#   defined for the plain answer only (`place_layout` refuses a scratchpad).

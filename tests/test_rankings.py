@@ -205,3 +205,44 @@ def test_the_second_round_compute_adds_the_pilot_to_the_chosen_grids(monkeypatch
     for t in L.CHOSEN_SHAPES:
         assert spent.loc[f"{t}, chosen model"].tolist() == [18, 2, 18 * 3.0 / 1.5]
     assert spent.loc["total", "copy runs"] == 3.0 + len(L.CHOSEN_SHAPES) * 36.0
+
+
+def test_the_sign_flip_test_counts_sign_assignments_by_hand():
+    assert L.sign_flip_p([1.0] * 8) == pytest.approx(1 / 256)  # only the observed signs reach the sum
+    # sum 6 is reached by the observed signs, by flipping the -1 (8), and by flipping the -1 and
+    # any one of the seven +1s (6): 1 + 1 + 7 of 256 assignments
+    assert L.sign_flip_p([1.0] * 7 + [-1.0]) == pytest.approx(9 / 256)
+    assert L.sign_flip_p([1.0, -1.0]) == pytest.approx(3 / 4)  # sums 0, 2, -2, 0: three reach 0
+    assert L.sign_flip_p([1.0, 1.0], weights=[3.0, 1.0]) == pytest.approx(1 / 4)
+
+
+def test_pairwise_evidence_states_only_what_every_test_supports():
+    tasks = [f"t{i}" for i in range(8)]
+    table = {}
+    for i, t in enumerate(tasks):
+        for seed in range(3):  # a ahead of b on seven tasks, behind on one; c last everywhere
+            table[t, seed] = {"nope": 0.9 if i < 7 else 0.1, "alibi": 0.5, "rope": 0.0}
+    ev = L.pairwise_evidence(scores(table), n_boot=2000, n_pairings=100)
+    assert set(ev.index) == {"NoPE > ALiBi", "NoPE > RoPE", "ALiBi > RoPE"}  # every pair, not neighbours
+    assert ev.loc["NoPE > ALiBi", "tasks won"] == "7 of 8" and ev.loc["ALiBi > RoPE", "tasks won"] == "8 of 8"
+    assert ev.loc["ALiBi > RoPE", "sign-flip p"] == pytest.approx(1 / 256) and ev.loc["ALiBi > RoPE", "stated"]
+    assert ev.loc["NoPE > ALiBi", "holds leaving out any one task"]
+    assert ev.loc["NoPE > ALiBi", "random seed pairings"] == 1.0  # no spread over seeds to re-pair
+    # one task alone: the win count is 1 of 1 but no test over tasks can reach 90%
+    one = L.pairwise_evidence(scores({k: v for k, v in table.items() if k[0] == "t0"}), n_boot=500, n_pairings=20)
+    assert not one["stated"].any()
+
+
+def test_the_decomposition_runs_from_the_study_s_statistic_to_the_paper_s():
+    rows = []
+    for task, n in (("copy", 20), ("sorting", 12)):
+        for seed in range(2):
+            for e, v in zip(L.encoding_names(), (0.9, 0.1, 0.5, 0.2, 0.7, 0.6)):
+                rows.append((task, e, seed, n, v if seed == 0 else v / 2))
+    df = frame(rows)
+    steps = L.mrr_decomposition(df)
+    assert steps.iloc[0].to_dict() == pytest.approx(L.study_mrr(L.ood_scores(df)).rename(L.label).to_dict())
+    assert steps.iloc[-1].dropna().to_dict() == pytest.approx(
+        L.paper_mrr(L.ood_scores(df, pooled=True)).rename(L.label).to_dict()
+    )
+    assert np.isnan(steps.iloc[1][L.label("learned")])  # dropped from the second step on

@@ -73,20 +73,27 @@ def test_the_effect_pools_the_test_sizes_and_helps_only_beyond_two_standard_erro
     write_record(pad, pairs[1][0], {str(n): 1.0 if n <= 8 else 0.502 for n in range(1, 17)}, {"scratchpad": steps})
     write_record(ctl, pairs[1][1], {str(n): 1.0 if n <= 8 else 0.5 for n in range(1, 25)})
     effect = L.scratchpad_effect(pad, ctl).set_index("encoding")
-    assert effect.loc["nope", "OOD with (%)"] == pytest.approx(10.0) and effect.loc[
-        "nope", "OOD without (%)"
-    ] == pytest.approx(0.5)
+    w = [2 * n - 1 for n in range(9, 17)]  # the paper's test pairs of digit counts whose larger is n
+    assert effect.loc["nope", "OOD with (%)"] == pytest.approx(100 * 0.4 * (w[0] + w[1]) / sum(w))
+    assert effect.loc["nope", "OOD without (%)"] == pytest.approx(100 * 0.04 * w[0] / sum(w))
     assert effect.loc["nope", "in distribution without (%)"] == pytest.approx(90.0)
     assert effect.loc["nope", "helps"] and not effect.loc["sinusoidal", "helps"]
-    se = 100 * ((0.502 * 0.498 + 0.25) / 2048) ** 0.5
-    assert effect.loc["sinusoidal", "standard error (points)"] == pytest.approx(se)
+    var = sum(x**2 for x in w) / sum(w) ** 2 * (0.502 * 0.498 + 0.25) / 256
+    assert effect.loc["sinusoidal", "standard error (points)"] == pytest.approx(100 * var**0.5)
     verdicts = L.scratchpad_verdicts(effect.reset_index())
-    assert verdicts.loc["NoPE", "verdict"] == "1 of 3 seeds trained, helps in 1"
+    assert verdicts.loc["NoPE", "verdict"] == "1 of 3 seeds trained: helps in 1"
     assert verdicts.loc["RoPE", "verdict"] == "0 of 3 seeds trained"
-    full = pd.DataFrame({"encoding": ["nope"] * 3, "seed": [0, 1, 2], "helps": [True, True, True]})
+    full = pd.DataFrame(
+        {"encoding": ["nope"] * 3, "seed": [0, 1, 2], "helps": [True] * 3, "learned with it": [True] * 3}
+    )
     assert L.scratchpad_verdicts(full).loc["NoPE", "verdict"] == "helps in all 3 seeds"
     assert (
         L.scratchpad_verdicts(full.assign(helps=[True, False, True])).loc["NoPE", "verdict"] == "helps in 2 of 3 seeds"
+    )
+    missed = full.assign(helps=[True, True, False], **{"learned with it": [True, True, False]})
+    assert (
+        L.scratchpad_verdicts(missed).loc["NoPE", "verdict"]
+        == "helps in 2 of 3 seeds; not learned in distribution in 1"
     )
     table = L.step_or_answer(L.scratchpad_curves(pad, ctl))
     assert table.loc[("NoPE", 9), "steps right (%)"] == pytest.approx(50.0) and len(table) == 16
