@@ -6022,10 +6022,10 @@ def scoring_comparison(
             lenient = strict.clone()
             for p in sep[~strict].unique().tolist():
                 rows_p = ((sep == p) & ~strict).nonzero()[:, 0]
-                # a longer budget than scoring's (the paper's parser reads past a missed end), within
-                # the positions the model has
-                budget = min(2 * task.answer_length(n), model.config.max_positions - p - 1)
-                gen = generate(model, batch.tokens[rows_p, : p + 1], budget, stop_at_eos=True)
+                # more new tokens than scoring decodes (the paper's parser reads past a missed end),
+                # within the positions the model has
+                room = min(2 * task.answer_length(n), model.config.max_positions - p - 1)
+                gen = generate(model, batch.tokens[rows_p, : p + 1], room, stop_at_eos=True)
                 for r, g in zip(rows_p.tolist(), gen[:, p + 1 :].tolist()):
                     truth = final_answer(batch.tokens[r, p + 1 :].tolist(), end)
                     strict[r] = final_answer(g, end) == truth
