@@ -3993,9 +3993,6 @@ def pilot_table(copy_run: float, results_dir: str | Path = RESULTS_DIR / GRIDS["
     return pd.DataFrame(rows)
 
 
-SECOND_ROUND_BUDGET = 400.0  # copy runs: the pilot and the grids of the chosen models, all together
-
-
 def second_round_compute(pilot, copy_run: float):
     """The compute of the pilot (`pilot_table`'s rows) and of each chosen model's grid: runs,
     runs trained, copy runs; and a total row."""
@@ -4290,6 +4287,70 @@ def mrr_decomposition(df, t5_etc: Sequence[str] = PAPER_ROW_ORDER):
         "each task weighed by the paper's splits it stands for (the paper's statistic)": paper_mrr(pooled, t5_etc),
     }
     return pd.DataFrame(steps).T[list(mean.columns)].rename(columns=label)
+
+
+def evidence_table(evidence):
+    """`pairwise_evidence` as a reader scans it: shares in %, the sign-flip p to 3 places, and a
+    mark per check ("yes" where it holds)."""
+    yes = {True: "yes", False: "no"}
+    return pd.DataFrame(
+        {
+            "MRR A": evidence["MRR A"].round(3),
+            "MRR B": evidence["MRR B"].round(3),
+            "bootstrap (%)": (100 * evidence["bootstrap"]).round(0).astype(int),
+            "tasks won": evidence["tasks won"],
+            "sign-flip p": evidence["sign-flip p"].round(3),
+            "holds without any one task": evidence["holds leaving out any one task"].map(yes),
+            "random seed pairings (%)": (100 * evidence["random seed pairings"]).round(0).astype(int),
+            "stated": evidence["stated"].map(yes),
+        }
+    )
+
+
+def between(evidence, a: str, b: str):
+    """The row of `pairwise_evidence` (or `evidence_table`) for encodings `a` and `b`, whichever
+    is ahead."""
+    pairs = [f"{label(a)} > {label(b)}", f"{label(b)} > {label(a)}"]
+    found = [q for q in pairs if q in evidence.index]
+    if not found:
+        raise KeyError(f"no pair of {a} and {b}; pairs: {', '.join(evidence.index)}")
+    return evidence.loc[found]
+
+
+def stated_orderings(evidence) -> str:
+    """The pairs `pairwise_evidence` states, joined; "none" if it states none."""
+    return ", ".join(evidence.index[evidence["stated"]]) or "none"
+
+
+def goal_marks(goal):
+    """`in_distribution_goal` as one (task x encoding) table: the median over seeds (%), with the
+    lowest seed in brackets and a cross where the goal is missed, a tick where it is met."""
+
+    def cell(row) -> str:
+        if row["meets goal"]:
+            return f"{row['median (%)']:.1f} ✓"
+        return f"{row['median (%)']:.1f} ({row['lowest seed (%)']:.1f}) ✗"
+
+    out = goal.apply(cell, axis=1).unstack("encoding")
+    return out[[e for e in ENCODINGS if e in out.columns]].rename(columns=label)
+
+
+def tasks_meeting_goal(goal, tasks: Sequence[str]) -> list[str]:
+    """Those of `tasks` on which every encoding meets the in-distribution goal."""
+    return [t for t in tasks if bool(goal.loc[t, "meets goal"].all())]
+
+
+def flagged_ranks(rr, goal):
+    """Each task's mean reciprocal rank over its seeds (`per_task_rr`), to 2 places, marked "*"
+    where that (task, encoding) misses the in-distribution goal: there the rank measures a failure
+    to learn the task, not to extrapolate it."""
+    per_task = per_task_rr(rr)
+    out = per_task.copy().astype(object)
+    for task in per_task.index:
+        for enc in per_task.columns:
+            miss = (task, enc) in goal.index and not bool(goal.loc[(task, enc), "meets goal"])
+            out.loc[task, enc] = f"{per_task.loc[task, enc]:.2f}" + (" *" if miss else "")
+    return out.rename(columns=label)
 
 
 def paper_test_accuracy(tasks: Sequence[str]):

@@ -246,3 +246,53 @@ def test_the_decomposition_runs_from_the_study_s_statistic_to_the_paper_s():
         L.paper_mrr(L.ood_scores(df, pooled=True)).rename(L.label).to_dict()
     )
     assert np.isnan(steps.iloc[1][L.label("learned")])  # dropped from the second step on
+
+
+def goal_frame(cells):
+    """{(task, encoding): (median %, lowest %, meets)} -> the frame `in_distribution_goal` gives."""
+    index = pd.MultiIndex.from_tuples(cells, names=["task", "encoding"])
+    rows = [{"median (%)": m, "lowest seed (%)": lo, "seeds": 3, "meets goal": ok} for m, lo, ok in cells.values()]
+    return pd.DataFrame(rows, index=index)
+
+
+def test_the_goal_table_marks_each_cell_and_gives_the_lowest_seed_where_short():
+    goal = goal_frame(
+        {
+            ("copy", "nope"): (100.0, 99.0, True),
+            ("copy", "rope"): (93.4, 88.1, False),
+            ("sorting", "nope"): (96.0, 91.0, True),
+            ("sorting", "rope"): (99.0, 98.0, True),
+        }
+    )
+    marks = L.goal_marks(goal)
+    assert marks.loc["copy", "NoPE"] == "100.0 ✓" and marks.loc["copy", "RoPE"] == "93.4 (88.1) ✗"
+    assert list(marks.columns) == ["NoPE", "RoPE"]  # the study's encoding order
+    assert L.tasks_meeting_goal(goal, ["copy", "sorting"]) == ["sorting"]
+
+
+def test_ranks_are_flagged_where_the_pair_misses_the_goal():
+    rr = L.column_reciprocal_ranks(
+        scores({("copy", 0): {"nope": 0.9, "rope": 0.1}, ("copy", 1): {"nope": 0.1, "rope": 0.9}})
+    )
+    goal = goal_frame({("copy", "nope"): (100.0, 99.0, True), ("copy", "rope"): (93.4, 88.1, False)})
+    flagged = L.flagged_ranks(rr, goal)
+    assert flagged.loc["copy", "NoPE"] == "0.75" and flagged.loc["copy", "RoPE"] == "0.75 *"
+
+
+def test_the_evidence_table_says_each_check_in_words_and_lists_what_is_stated():
+    tasks = [f"t{i}" for i in range(8)]
+    table = {
+        (t, s): {"nope": 0.9, "alibi": 0.5 if i else 0.95, "rope": 0.0} for i, t in enumerate(tasks) for s in range(2)
+    }
+    ev = L.pairwise_evidence(scores(table), n_boot=500, n_pairings=20)
+    shown = L.evidence_table(ev)
+    assert shown.loc["ALiBi > RoPE", "stated"] == "yes" and shown.loc["ALiBi > RoPE", "bootstrap (%)"] == 100
+    assert L.stated_orderings(ev) == ", ".join(ev.index[ev["stated"]])
+    assert L.stated_orderings(ev.assign(stated=False)) == "none"
+
+
+def test_between_finds_a_pair_whichever_encoding_is_ahead():
+    ev = pd.DataFrame({"stated": [True]}, index=["T5 bias > ALiBi"])
+    assert list(L.between(ev, "alibi", "t5").index) == ["T5 bias > ALiBi"]
+    with pytest.raises(KeyError, match="no pair of nope and rope"):
+        L.between(ev, "nope", "rope")
