@@ -255,6 +255,14 @@ class Task:
         """How often training draws each of `sizes`, relative to the others; None: uniformly."""
         return None
 
+    def score_run(
+        self, model: DecoderOnlyLM, lengths: Sequence[int], n_per_length: int, seed: int
+    ) -> tuple[dict[int, float], dict[str, Any]]:
+        """How a trained run is scored: exact match per size (greedy, `exact_match_by_length`),
+        and any further entries for its record (none here). A task whose answer follows steps of
+        its own overrides it (section 15)."""
+        return exact_match_by_length(model, self, lengths, n_per_length, seed), {}
+
     def check_size(self, n: int) -> None:
         """Raise a ValueError naming the valid sizes if the task cannot draw size n."""
         if not self.has_size(n):
@@ -264,6 +272,10 @@ class Task:
 
 
 TASKS: dict[str, type[Task]] = {}
+# Formats that change what a task is, not only how it writes itself (a chapter registers one:
+# section 15's scratchpad): each takes the task `get_task` built and returns it, or a task that
+# wraps it. Applied in the order registered.
+TASK_WRAPPERS: list[Callable[[Task], Task]] = []
 
 
 def register_task(cls: type[Task]) -> type[Task]:
@@ -271,6 +283,12 @@ def register_task(cls: type[Task]) -> type[Task]:
         raise ValueError(f"{cls.__name__} needs a `name` to be registered")
     TASKS[cls.name] = cls
     return cls
+
+
+def register_task_wrapper(wrap: Callable[[Task], Task]) -> Callable[[Task], Task]:
+    """Add a format that wraps tasks (`TASK_WRAPPERS`); returns `wrap`, so it can decorate."""
+    TASK_WRAPPERS.append(wrap)
+    return wrap
 
 
 @register_task
@@ -306,8 +324,8 @@ def get_task(name: str, options: dict[str, str] | None = None) -> Task:
     if name not in TASKS:
         raise _unknown("task", name, TASKS)
     task = TASKS[name](**(options or {}))
-    if task.format.get("scratchpad", "none") != "none":  # its steps precede the answer (section 15)
-        return WithScratchpad(task)
+    for wrap in TASK_WRAPPERS:
+        task = wrap(task)
     return task
 
 
@@ -468,16 +486,44 @@ def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
     return Batch(tokens, positions, segments, is_target[:, 1:])
 
 
+@dataclass(frozen=True)
+class PositionScheme:
+    """A way of giving tokens positions other than 0, 1, .. in their sequence (a chapter registers
+    one: randomized and coupled positions in section 14, digit places in section 16).
+
+    `active(config)`: whether a model config uses it. `apply(config, batch, offsets, task,
+    generator)`: the batch with new positions (`offsets`: each token's index in its sequence, the
+    positions before any scheme). `check_room(config, task, n)`: raise a ValueError if size n
+    cannot be placed; given, it replaces the learned table's check on sequence length (the
+    positions no longer grow with the length). A model that uses any scheme reads positions of
+    its own, so greedy decoding needs them passed and the caches do not decode it."""
+
+    name: str
+    active: Callable[[ModelConfig], bool]
+    apply: Callable[[ModelConfig, Batch, Tensor, Task, torch.Generator], Batch]
+    check_room: Callable[[ModelConfig, Task, int], None] | None = None
+
+
+POSITION_SCHEMES: list[PositionScheme] = []  # applied in the order registered
+
+
+def register_position_scheme(scheme: PositionScheme) -> PositionScheme:
+    if any(s.name == scheme.name for s in POSITION_SCHEMES):
+        raise ValueError(f"a position scheme named {scheme.name!r} is registered already")
+    POSITION_SCHEMES.append(scheme)
+    return scheme
+
+
+def active_schemes(config: ModelConfig) -> list[PositionScheme]:
+    return [s for s in POSITION_SCHEMES if s.active(config)]
+
+
 def model_positions(config: ModelConfig, batch: Batch, generator: torch.Generator, task: Task) -> Batch:
-    """The batch with the positions the model reads: randomized and coupled if it was trained so,
-    else as they are."""
-    out = batch
-    if config.random_positions:
-        out = randomize_positions(out, config.random_positions, generator)
-    if config.position_coupling:
-        out = couple_positions(out, batch.positions.expand_as(batch.segments), task)
-    if config.digit_places:  # each digit at its place in its number (section 16)
-        out = place_positions(out, batch.positions.expand_as(batch.segments), task, config.digit_places, generator)
+    """The batch with the positions the model reads: each active `PositionScheme` in turn, else
+    as they are."""
+    out, offsets = batch, batch.positions.expand_as(batch.segments)
+    for scheme in active_schemes(config):
+        out = scheme.apply(config, out, offsets, task, generator)
     return out
 
 
@@ -1446,8 +1492,8 @@ def _uncached_only(config: ModelConfig) -> bool:
 
 
 def _own_positions(config: ModelConfig) -> bool:
-    """Whether a model reads positions of its own (randomized, coupled, digit places), not 0, 1, .."""
-    return bool(config.random_positions or config.position_coupling or config.digit_places)
+    """Whether a model reads positions of its own (any `PositionScheme`), not 0, 1, .."""
+    return bool(active_schemes(config))
 
 
 def _check_generation(
@@ -1623,9 +1669,10 @@ class RunConfig:
                 f"<= eval_max_len ({self.eval_max_len}) (task {self.task!r} starts at size {task.min_size})"
             )
         longest = task.sequence_length(self.eval_max_len)
-        if self.model.digit_places:  # positions are places below P, whatever the length (section 16)
-            place_room(task, self.eval_max_len, self.model.digit_places)
-        elif self.model.encoding == "learned" and longest > self.model.max_positions:
+        rooms = [s.check_room for s in active_schemes(self.model) if s.check_room is not None]
+        for check_room in rooms:  # positions that do not grow with the length
+            check_room(self.model, task, self.eval_max_len)
+        if not rooms and self.model.encoding == "learned" and longest > self.model.max_positions:
             raise ValueError(
                 f"eval_max_len={self.eval_max_len} needs {longest} positions for task {self.task!r} but the "
                 f"learned table has max_positions={self.model.max_positions}"
@@ -1849,16 +1896,11 @@ def _train_run(
     train_time = time.perf_counter() - t_train
     t_eval = time.perf_counter()
     task = config.make_task()
-    scored = (task, task.sizes(1, config.eval_max_len), config.eval_per_length, config.eval_seed)
-    if isinstance(task, WithScratchpad):  # the final answer after the model's own steps, and more (section 15)
-        extra = scratchpad_metrics(state.model, *scored)
-        em = extra.pop("exact_match")
-    else:
-        em, extra = exact_match_by_length(state.model, *scored), {}
+    em, extra = task.score_run(
+        state.model, task.sizes(1, config.eval_max_len), config.eval_per_length, config.eval_seed
+    )
     timings = {"wall_time_s": None, "train_time_s": train_time, "eval_time_s": time.perf_counter() - t_eval}
-    record = _record(config, state, em, resumed_from, timings)
-    if extra:
-        record["scratchpad"] = {k: {str(n): v for n, v in by_n.items()} for k, by_n in extra.items()}
+    record = _record(config, state, em, resumed_from, timings) | extra
     record["wall_time_s"] = time.perf_counter() - t0
     return state.model, record
 
@@ -4994,6 +5036,24 @@ def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
 
 # Training interventions on the length-generalization cliff (notebook 09), each a way to make a
 # run from (task, encoding, seed); with none of them, a run is the grid's own.
+register_position_scheme(
+    PositionScheme(
+        "randomized",
+        active=lambda config: bool(config.random_positions),
+        apply=lambda config, batch, offsets, task, generator: randomize_positions(
+            batch, config.random_positions, generator
+        ),
+    )
+)
+register_position_scheme(
+    PositionScheme(
+        "coupled",
+        active=lambda config: config.position_coupling,
+        apply=lambda config, batch, offsets, task, generator: couple_positions(batch, offsets, task),
+    )
+)
+
+
 def random_positions_for(task: Task, eval_max_len: int = RunConfig.eval_max_len) -> int:
     """P for randomized positions: three times the task's longest test sequence, rounded up to a
     multiple of 64 (copy and reverse at n = 48 have 99 tokens: P = 320; with hints 195: P = 640)."""
@@ -5432,9 +5492,10 @@ def writes_steps(
 
 
 class WithScratchpad(Task):
-    """A task whose answer follows its steps: `get_task` returns one when the option scratchpad is
-    not "none". Its prompts are the task's own, drawn by the same calls (the same training and
-    test prompts as without a scratchpad); its answer is [steps.., "thus", the task's answer]."""
+    """A task whose answer follows its steps: `get_task` returns one (`with_steps`, a registered
+    task wrapper) when the option scratchpad is not "none". Its prompts are the task's own, drawn
+    by the same calls (the same training and test prompts as without a scratchpad); its answer is
+    [steps.., "thus", the task's answer]."""
 
     def __init__(self, inner: Task) -> None:
         self.inner, self.writer, self.components = inner, STEP_WRITERS[inner.name], inner.format["scratchpad"]
@@ -5483,6 +5544,23 @@ class WithScratchpad(Task):
 
     def source_positions(self, n: int) -> list[int] | None:
         return None
+
+    def score_run(
+        self, model: DecoderOnlyLM, lengths: Sequence[int], n_per_length: int, seed: int
+    ) -> tuple[dict[int, float], dict[str, Any]]:
+        """Exact match of the final answer after the model's own steps, and the record's
+        "scratchpad" entry: each of `scratchpad_metrics`' scores per size."""
+        extra = scratchpad_metrics(model, self, lengths, n_per_length, seed)
+        em = extra.pop("exact_match")
+        return em, {
+            "scratchpad": {k: {str(n): v for n, v in by_n.items()} for k, by_n in extra.items()}
+        } if extra else {}
+
+
+@register_task_wrapper
+def with_steps(task: Task) -> Task:
+    """The task with its steps before the answer, where its option scratchpad asks for them."""
+    return WithScratchpad(task) if task.format.get("scratchpad", "none") != "none" else task
 
 
 def _number(digits: Sequence[int]) -> list[str]:
@@ -6219,6 +6297,21 @@ def place_positions(batch: Batch, offsets: Tensor, task: Task, n_positions: int,
 # least significant digit first ("lsd"; the operands are always written with n digits each, zero
 # padded: the "equal" format), and digit places as positions. Trained on 1-8 digits, tested on
 # every size to 64.
+def _check_place_room(config: ModelConfig, task: Task, n: int) -> None:
+    place_room(task, n, config.digit_places)
+
+
+register_position_scheme(
+    PositionScheme(
+        "digit places",
+        active=lambda config: bool(config.digit_places),
+        apply=lambda config, batch, offsets, task, generator: place_positions(
+            batch, offsets, task, config.digit_places, generator
+        ),
+        check_room=_check_place_room,
+    )
+)
+
 ADDITION_PLACES = 100  # P: above the 67 places a 64-digit sum reaches, so every test position is trained
 ADDITION_ARMS: dict[str, dict[str, Any]] = {
     "msd": {},
