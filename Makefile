@@ -55,7 +55,7 @@ study: install
 	for nb in notebooks/*.ipynb; do \
 		$(BIN)/jupyter nbconvert --to notebook --execute --inplace --ExecutePreprocessor.timeout=-1 \
 			--ExecutePreprocessor.record_timing=False $$nb || exit 1; \
-		$(BIN)/python -m lengen_helpers tidy-notebooks $$nb >/dev/null || exit 1; \
+		$(BIN)/python tools/tidy_notebooks.py $$nb >/dev/null || exit 1; \
 		$(BIN)/jupytext --sync $$nb >/dev/null || exit 1; \
 	done
 

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -1195,6 +1195,7 @@ class _Cache:
 
     length: int  # positions filled so far
     max_len: int
+    layers: list[StepWeights] | None = None  # each block's weights for the decoding steps, from `prefill`
 
     def _span(self, new: int) -> tuple[int, int]:
         start, end = self.length, self.length + new
@@ -1326,7 +1327,46 @@ def prefill(model: DecoderOnlyLM, prompt: Tensor, cache: Cache) -> Tensor:
     with hooked(cache.hooks(model)):
         logits = model(prompt)[:, -1]
     cache.length = prompt.shape[1]
+    cache.layers = [step_weights(b) for b in model.blocks]
     return logits
+
+
+class StepWeights(NamedTuple):
+    """One block's weights as plain tensors, and its content-score hook point if anything is
+    attached to it: gathered once per generation (`prefill`), because at batch 1 looking a
+    parameter up through its module costs about as much as the small product that uses it."""
+
+    pre_norm: bool
+    norm1: tuple[Tensor, Tensor, float]  # LayerNorm weight, bias, eps
+    norm2: tuple[Tensor, Tensor, float]
+    qkv: tuple[Tensor, Tensor]  # the stacked query, key and value maps: weight, bias
+    out: tuple[Tensor, Tensor]
+    up: tuple[Tensor, Tensor]  # the feed-forward's two linear maps
+    down: tuple[Tensor, Tensor]
+    n_heads: int
+    head_dim: int
+    hook_scores: HookPoint | None
+
+
+def step_weights(block: Block) -> StepWeights:
+    """`StepWeights` of a decoder block (one without cross-attention)."""
+    if block.cross_attn is not None:
+        raise NotImplementedError("decoding steps serve decoder-only models; this block also attends to a memory")
+    up, _, _, down = block.ffn  # linear, ReLU, dropout (off in generation), linear
+    attn = block.self_attn
+    hook = attn.hook_scores if attn.hook_scores.active else None
+    return StepWeights(
+        block.pre_norm,
+        (block.norm1.weight, block.norm1.bias, block.norm1.eps),
+        (block.norm2.weight, block.norm2.bias, block.norm2.eps),
+        (attn.in_proj.weight, attn.in_proj.bias),
+        (attn.out_proj.weight, attn.out_proj.bias),
+        (up.weight, up.bias),
+        (down.weight, down.bias),
+        attn.n_heads,
+        attn.head_dim,
+        hook,
+    )
 
 
 def decode_step(model: DecoderOnlyLM, token: Tensor, cache: Cache) -> Tensor:
@@ -1337,38 +1377,35 @@ def decode_step(model: DecoderOnlyLM, token: Tensor, cache: Cache) -> Tensor:
     x = model.pos.embed(model.embed(token[:, None]), position)[:, 0]  # (B, d)
     bias = model.pos.bias(position, torch.arange(t + 1, device=token.device))  # (1, H, 1, t + 1) or None
     rotate = model.pos.rotary(position)
-    for i, block in enumerate(model.blocks):
-        x = block_step(block, x, cache, i, bias, rotate)
+    for i, w in enumerate(cache.layers or [step_weights(b) for b in model.blocks]):
+        x = block_step(w, x, cache, i, bias, rotate)
     cache.length += 1
     return F.linear(model.final_norm(x), model.lm_head.weight, model.lm_head.bias)
 
 
 def block_step(
-    block: Block, x: Tensor, cache: Cache, layer: int, bias: Tensor | None, rotate: Callable[[Tensor], Tensor] | None
+    w: StepWeights, x: Tensor, cache: Cache, layer: int, bias: Tensor | None, rotate: Callable[[Tensor], Tensor] | None
 ) -> Tensor:
     """`Block.forward` for one new token per row, x (B, d), attending over the cache (no dropout,
     as in eval mode)."""
-    if block.cross_attn is not None:
-        raise NotImplementedError("block_step serves decoder-only models; this block also attends to a memory")
-    up, _, _, down = block.ffn  # linear, ReLU, dropout (off in generation), linear
-    attn = block.self_attn
-    if block.pre_norm:
-        x = x + attention_step(attn, _layer_norm(block.norm1, x), cache, layer, bias, rotate)
-        return x + _feed_forward(up, down, _layer_norm(block.norm2, x))
-    x = _layer_norm(block.norm1, x + attention_step(attn, x, cache, layer, bias, rotate))
-    return _layer_norm(block.norm2, x + _feed_forward(up, down, x))
+    if w.pre_norm:
+        x = x + attention_step(w, _layer_norm(w.norm1, x), cache, layer, bias, rotate)
+        return x + _feed_forward(w, _layer_norm(w.norm2, x))
+    x = _layer_norm(w.norm1, x + attention_step(w, x, cache, layer, bias, rotate))
+    return _layer_norm(w.norm2, x + _feed_forward(w, x))
 
 
-def _layer_norm(m: nn.LayerNorm, x: Tensor) -> Tensor:
-    return F.layer_norm(x, m.normalized_shape, m.weight, m.bias, m.eps)
+def _layer_norm(norm: tuple[Tensor, Tensor, float], x: Tensor) -> Tensor:
+    weight, bias, eps = norm
+    return F.layer_norm(x, weight.shape, weight, bias, eps)
 
 
-def _feed_forward(up: nn.Linear, down: nn.Linear, x: Tensor) -> Tensor:
-    return F.linear(F.relu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
+def _feed_forward(w: StepWeights, x: Tensor) -> Tensor:
+    return F.linear(F.relu(F.linear(x, *w.up)), *w.down)
 
 
 def attention_step(
-    attn: MultiHeadAttention,
+    w: StepWeights,
     x: Tensor,
     cache: Cache,
     layer: int,
@@ -1377,20 +1414,19 @@ def attention_step(
 ) -> Tensor:
     """`MultiHeadAttention.forward` for one new token per row, x (B, d): its key and value
     (KVCache) or x itself (InputCache) go into the cache; its query attends over everything cached.
-    An active `hook_scores` sees the content scores, as in the forward pass."""
-    hook: HookPoint | None = attn.hook_scores
-    hook = hook if hook.active else None
+    An active `hook_scores` (attached before `prefill`) sees the content scores, as in the
+    forward pass."""
     if isinstance(cache, InputCache):
         if rotate is not None:
             raise ValueError("an InputCache cannot serve rotated keys (RoPE); use a KVCache")
-        return _attention_step_on_inputs(attn, x, cache, layer, bias, hook)
+        return _attention_step_on_inputs(w, x, cache, layer, bias)
     B = x.shape[0]
-    q, k, v = F.linear(x, attn.in_proj.weight, attn.in_proj.bias).view(B, 3, attn.n_heads, 1, attn.head_dim).unbind(1)
+    q, k, v = F.linear(x, *w.qkv).view(B, 3, w.n_heads, 1, w.head_dim).unbind(1)
     if rotate is not None:
         q, k = rotate(q), rotate(k)
     keys, values = cache.append(layer, k, v)
-    out, _ = scaled_dot_product_attention(q, keys, values, None, bias, hook)  # (B, H, 1, dh)
-    return F.linear(out.view(B, -1), attn.out_proj.weight, attn.out_proj.bias)
+    out, _ = scaled_dot_product_attention(q, keys, values, None, bias, w.hook_scores)  # (B, H, 1, dh)
+    return F.linear(out.view(B, -1), *w.out)
 
 
 @torch.no_grad()
@@ -1412,30 +1448,23 @@ def input_maps(attn: MultiHeadAttention) -> tuple[Tensor, Tensor, Tensor, Tensor
     )
 
 
-def _attention_step_on_inputs(
-    attn: MultiHeadAttention,
-    x: Tensor,
-    cache: InputCache,
-    layer: int,
-    bias: Tensor | None,
-    hook: HookPoint | None = None,
-) -> Tensor:
+def _attention_step_on_inputs(w: StepWeights, x: Tensor, cache: InputCache, layer: int, bias: Tensor | None) -> Tensor:
     """`attention_step` over the cached inputs h (B, L, d): per head, the scores are (W_k^T q) . h_j
     and the output is W_v (sum_j w_j h_j) + b_v (notebook 06). (Leaving out b_k shifts a query's
     scores alike, so a hook that scales them scales the same softmax.)"""
-    (B, d), H = x.shape, attn.n_heads
+    (B, d), H = x.shape, w.n_heads
     w_q, b_q, w_k, w_v, b_v = cache.maps[layer]
     h = cache.append(layer, x[:, None])
     q = F.linear(x, w_q, b_q).view(B, H, -1).transpose(0, 1)  # (H, B, dh), scaled
     q = torch.bmm(q, w_k).transpose(0, 1)  # (B, H, d): each head's query in input space
     scores = torch.bmm(q, h.transpose(1, 2))  # (B, H, L)
-    if hook is not None:
-        scores = hook(scores[:, :, None])[:, :, 0]
+    if w.hook_scores is not None:
+        scores = w.hook_scores(scores[:, :, None])[:, :, 0]
     if bias is not None:
         scores = scores + bias[:, :, 0]  # (1 or B, H, 1, L) -> (1 or B, H, L)
     mixed = torch.bmm(scores.softmax(dim=-1), h).transpose(0, 1)  # (H, B, d): each head's weighted inputs
     out = torch.baddbmm(b_v, mixed, w_v).transpose(0, 1).reshape(B, d)  # (B, H * dh): the heads' values
-    return F.linear(out, attn.out_proj.weight, attn.out_proj.bias)
+    return F.linear(out, *w.out)
 
 
 @torch.inference_mode()  # like no_grad, and skips autograd's bookkeeping on every tensor: cheaper per call
@@ -1472,7 +1501,8 @@ def generate(
         logits, step = model(prompt, at(P))[:, -1], lambda t: model(out[:, : t + 1], at(t + 1))[:, -1]
     step_logits, done = [], torch.zeros(B, dtype=torch.bool, device=prompt.device)
     for t in range(P, total):
-        out[:, t] = torch.where(done, PAD, logits.argmax(-1))
+        token = logits.argmax(-1)
+        out[:, t] = torch.where(done, PAD, token) if stop_at_eos else token  # PAD after a row's EOS
         if return_logits:  # kept only when asked: (B, vocab) per step adds up over long generations
             step_logits.append(logits)
         if stop_at_eos:
@@ -5270,13 +5300,6 @@ SCALINGS: dict[str, dict[str, Any]] = {
 }
 
 
-def with_config(model: DecoderOnlyLM, **fields: Any) -> DecoderOnlyLM:
-    """The same weights under a config with some fields changed (randomized positions, say)."""
-    other = DecoderOnlyLM(dataclasses.replace(model.config, **fields), model.vocab_size)
-    other.load_state_dict(model.state_dict())
-    return other.eval()
-
-
 def scaling_table(
     scalings: dict[str, dict[str, Any]] = SCALINGS,
     tasks: Sequence[str] = ("copy", "reverse"),
@@ -6911,87 +6934,6 @@ def kv_ratio_range(result: dict[str, Any]):
     return least[ratios].map("{:.2f}".format) + " to " + greatest[ratios].map("{:.2f}".format)
 
 
-def _load_version(path: str | Path, name: str = "lengen_other") -> Any:
-    """Another version of this module (a file), imported under another name beside this one."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, Path(path))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
-
-
-def bench_ab(other: str | Path, repeats: int = 15, steps: int = 10) -> dict[str, Any]:
-    """This module against another version of it (`other`, a file), timed side by side in one
-    process: each repeat times one and then the other (in turn first), on the same weights, batch
-    and prompts, so a neighbour's load on a shared machine falls on both alike. Training: `steps`
-    training steps of the study's copy model (packed batch). Generation: greedy decoding of 64
-    new tokens after a 16-token prompt at batch 1 and 64, with each cache and without. Returns
-    each side's median seconds and the median over repeats of this / other (below 1: this is
-    faster), one thread."""
-    versions = {"this": sys.modules[__name__], "other": _load_version(other)}
-    cases: dict[str, dict[str, Callable[[], Any]]] = {}
-    for side, M in versions.items():
-        torch.manual_seed(0)
-        cfg = M.make_run("copy", "nope", 0)
-        model, task = M.make_model(cfg), M.get_task("copy")
-        opt = M.make_optimizer(model, cfg)
-        batch = M.training_batch(task, cfg, torch.Generator().manual_seed(0))
-
-        def train(model=model, opt=opt, batch=batch, M=M) -> None:
-            for _ in range(steps):
-                loss = M.batch_loss(model, batch)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-
-        cases.setdefault(f"training, {steps} steps", {})[side] = train
-        model_eval = M.make_model(cfg).eval()
-        for b in (1, 64):
-            prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (b, 16), generator=torch.Generator().manual_seed(b))
-            for kind, kw in (("input cache", {"cache_kind": "inputs"}), ("KV cache", {"cache_kind": "kv"}),
-                             ("uncached", {"use_cache": False})):  # fmt: skip
-                call = lambda m=model_eval, p=prompt, kw=kw: m.generate(p, 64, **kw)  # noqa: E731
-                cases.setdefault(f"generation, batch {b}, {kind}", {})[side] = call
-    out: dict[str, Any] = {"what": "seconds, median over repeats, one thread; ratio: this / other",
-                           "repeats": repeats, "other": str(other), "cases": {}}  # fmt: skip
-    with torch_threads(1):
-        for name, fns in cases.items():
-            for fn in fns.values():
-                fn()  # warm-up
-            times: dict[str, list[float]] = {"this": [], "other": []}
-            for r in range(repeats):
-                for side in ("this", "other") if r % 2 == 0 else ("other", "this"):
-                    t0 = time.perf_counter()
-                    fns[side]()
-                    times[side].append(time.perf_counter() - t0)
-            ratios = np.array(times["this"]) / np.array(times["other"])
-            out["cases"][name] = {
-                "this": float(np.median(times["this"])),
-                "other": float(np.median(times["other"])),
-                "ratio": float(np.median(ratios)),
-                "ratio 25-75%": [float(np.percentile(ratios, 25)), float(np.percentile(ratios, 75))],
-            }
-    return out
-
-
-def ab_table(result: dict[str, Any]):
-    """`bench_ab`'s result as a table: each case's medians (ms) and this / other."""
-    rows = [
-        {
-            "case": k,
-            "this (ms)": 1e3 * v["this"],
-            "other (ms)": 1e3 * v["other"],
-            "this / other": v["ratio"],
-            "25%": v["ratio 25-75%"][0],
-            "75%": v["ratio 25-75%"][1],
-        }  # fmt: skip
-        for k, v in result["cases"].items()
-    ]
-    return pd.DataFrame(rows).set_index("case")
-
-
 def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
     df = kv_summary(result).reset_index()
     batches = list(dict.fromkeys(df["batch"]))
@@ -7019,39 +6961,6 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 # ---------------------------------------------------------------------------------------------
 # 18. Command line
 # ---------------------------------------------------------------------------------------------
-
-
-def tidy_notebook(path: str | Path) -> int:
-    """Give an executed notebook's widget models stable names: Jupyter names each by a random
-    UUID on every run, so without this an unchanged study would re-execute to changed files. The
-    models are numbered in a fixed order (those the outputs show, in cell order, each followed by
-    the models it refers to; then any others by their content) and renamed by a hash of the
-    notebook's name and that number. Returns how many ids were renamed."""
-    import re
-
-    path = Path(path)
-    text = path.read_text()
-    nb = json.loads(text)
-    widgets = nb.get("metadata", {}).get("widgets", {})
-    state = widgets.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    ident = re.compile("[0-9a-f]{32}")
-    order: list[str] = []
-
-    def visit(model: str) -> None:
-        if model in state and model not in order:
-            order.append(model)
-            for ref in re.findall("IPY_MODEL_([0-9a-f]{32})", json.dumps(state[model], sort_keys=True)):
-                visit(ref)
-
-    for model in re.findall('"model_id": "([0-9a-f]{32})"', json.dumps(nb["cells"], sort_keys=True)):
-        visit(model)
-    for model in sorted(state, key=lambda m: ident.sub("_", json.dumps(state[m], sort_keys=True))):
-        visit(model)
-    stable = {old: hashlib.sha256(f"{path.name}/{i}".encode()).hexdigest()[:32] for i, old in enumerate(order)}
-    if stable:  # renamed, then written as Jupyter writes a notebook (keys sorted, one-space indent)
-        renamed = json.loads(re.sub("|".join(stable), lambda m: stable[m.group(0)], text))
-        path.write_text(json.dumps(renamed, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
-    return len(stable)
 
 
 def _int_at_least(low: int) -> Callable[[str], int]:
@@ -7115,12 +7024,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     bt.add_argument("--steps", type=_int_at_least(1), default=20)
     bt.add_argument("--repeats", type=_int_at_least(1), default=5)
     bt.add_argument("--out", type=Path, default=BENCH_DIR / "training.json")
-    td = sub.add_parser("tidy-notebooks", help="stable widget ids in executed notebooks (make study runs it)")
-    td.add_argument("paths", nargs="+", type=Path)
-    ba = sub.add_parser("bench-ab", help="this module against another version of it, timed side by side")
-    ba.add_argument("--other", type=Path, required=True, help="the other version's lengen_helpers.py")
-    ba.add_argument("--repeats", type=_int_at_least(1), default=15)
-    ba.add_argument("--out", type=Path, default=BENCH_DIR / "ab.json")
     bk = sub.add_parser("bench-kv", help="greedy generation: cached vs uncached, ours vs GPT2LMHeadModel.generate")
     bk.add_argument("--runs", type=_int_at_least(1), default=3, help="independent runs, each in a fresh process")
     bk.add_argument("--repeats", type=_int_at_least(1), default=5, help="rounds inside each run")
@@ -7196,15 +7099,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(
                 f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once"
             )
-        _atomic_json(args.out, res)
-    elif args.cmd == "tidy-notebooks":
-        for path in args.paths:
-            print(f"{path}: {tidy_notebook(path)} widget ids made stable")
-    elif args.cmd == "bench-ab":
-        res = bench_ab(args.other, args.repeats)
-        with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
-            print(f"this module against {args.other}, {args.repeats} alternating repeats, one thread:")
-            print(ab_table(res))
         _atomic_json(args.out, res)
 
 

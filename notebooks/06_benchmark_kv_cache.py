@@ -24,8 +24,9 @@
 # work per sequence in the batch. RoPE, ALiBi, T5 and the absolute tables are offset by the cache
 # length. The prompt goes through the model's `forward` once; every later token goes through
 # `decode_step` (the module's section 5), the same maths for one token per row written with plain
-# function calls, because at one token per row a decoding step costs more in calls than in
-# arithmetic.
+# function calls on each block's weights as plain tensors (`StepWeights`, gathered once per
+# generation by `prefill`), because at one token per row a decoding step costs more in calls, a
+# parameter's lookup through its module among them, than in arithmetic.
 #
 # There are two caches (`L.new_cache(model, batch, max_len, kind)`), each filled by `prefill`: one
 # plain forward pass over the prompt, with hooks on each attention's hook points that copy what

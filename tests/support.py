@@ -1,8 +1,10 @@
 """Helpers the test modules share (not a test module: no test imports from another test)."""
 
+import dataclasses
 import re
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -66,3 +68,21 @@ def nudged_model(task: str, encoding: str, scale: float = 0.3) -> L.DecoderOnlyL
     return L.perturb_weights(
         L.DecoderOnlyLM(L.ModelConfig(encoding=encoding), L.get_task(task).vocab_size).eval(), scale
     )
+
+
+def with_config(model: L.DecoderOnlyLM, **fields: Any) -> L.DecoderOnlyLM:
+    """The same weights under a config with some fields changed (randomized positions, say)."""
+    other = L.DecoderOnlyLM(dataclasses.replace(model.config, **fields), model.vocab_size)
+    other.load_state_dict(model.state_dict())
+    return other.eval()
+
+
+def tool(name: str):
+    """A repository tool under tools/ (not part of the study, so not in the module), imported."""
+    import importlib.util
+
+    path = Path(L.__file__).parent / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from support import perturbed_model
+from support import perturbed_model, with_config
 
 import lengen_helpers as L
 
@@ -41,7 +41,7 @@ def test_scaling_attaches_from_outside_and_leaves_no_trace():
 def test_temperature_scales_the_content_logits_only(encoding):
     model = perturbed_model(encoding)
     x = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (2, 12))
-    by_hand = L.with_config(model)  # the same weights
+    by_hand = with_config(model)  # the same weights
     with torch.no_grad():
         d = model.config.d_model
         for b in by_hand.blocks:  # doubling W_q and b_q doubles q.k and leaves the bias alone

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import torch
-from support import curve, fake_record
+from support import curve, fake_record, tool
 
 import lengen_helpers as L
 
@@ -151,14 +151,15 @@ def test_bench_kv_runs_in_fresh_processes(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_bench_ab_times_two_versions_side_by_side():
     # the module against a copy of itself: every case is timed on both sides, and the table reads it
-    res = L.bench_ab(L.__file__, repeats=2, steps=1)
+    ab = tool("bench_ab")
+    res = ab.bench_ab(L.__file__, repeats=2, steps=1)
     assert set(res["cases"]) == {
         "training, 1 steps",
         *(f"generation, batch {b}, {k}" for b in (1, 64) for k in ("input cache", "KV cache", "uncached")),
     }
     for case in res["cases"].values():
         assert case["this"] > 0 and case["other"] > 0 and case["ratio"] > 0
-    table = L.ab_table(res)
+    table = ab.ab_table(res)
     assert list(table.columns) == ["this (ms)", "other (ms)", "this / other", "25%", "75%"] and len(table) == 7
 
 
@@ -184,9 +185,11 @@ def test_tidy_notebook_names_widget_models_the_same_on_every_run(tmp_path):
         path = tmp_path / str(run) / "05.ipynb"
         path.parent.mkdir()
         path.write_text(executed())
-        assert L.tidy_notebook(path) == 3
+        assert tool("tidy_notebooks").tidy_notebook(path) == 3
         texts.append(path.read_text())
-        assert L.tidy_notebook(path) == 3 and path.read_text() == texts[-1]  # a second tidy changes nothing
+        assert (
+            tool("tidy_notebooks").tidy_notebook(path) == 3 and path.read_text() == texts[-1]
+        )  # a second tidy changes nothing
     assert texts[0] == texts[1]  # two runs, two sets of random ids: the same file
     nb = json.loads(texts[0])
     state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
@@ -203,3 +206,31 @@ def test_plot_mrr_wraps_a_long_title_to_fit_the_figure():
     assert len(lines) == 3 and max(map(len, lines)) <= 72
     assert " ".join(lines[1:]) == f"({tasks}; 3 seeds each)"  # wrapped at spaces, nothing lost
     plt.close(fig)
+
+
+def test_tidy_merges_a_cell_s_split_stream_outputs_and_keeps_the_rest(tmp_path):
+    import json
+
+    def executed(split: bool) -> str:  # the same printed text, flushed as one output or as two
+        text = [["a\n", "b\n"], ["c\n"]] if split else [["a\n", "b\n", "c\n"]]
+        outputs = [{"name": "stdout", "output_type": "stream", "text": t} for t in text]
+        outputs += [{"name": "stderr", "output_type": "stream", "text": ["w\n"]}]
+        outputs += [{"name": "stdout", "output_type": "stream", "text": ["d\n"]}]
+        return json.dumps(
+            {"cells": [{"cell_type": "code", "outputs": outputs}], "metadata": {}}, sort_keys=True, indent=1
+        )
+
+    tidy = tool("tidy_notebooks")
+    files = []
+    for split in (True, False):
+        path = tmp_path / f"{split}.ipynb"
+        path.write_text(executed(split))
+        tidy.tidy_notebook(path)
+        files.append(path.read_text())
+    assert files[0] == files[1]
+    outputs = json.loads(files[0])["cells"][0]["outputs"]
+    assert [(o["name"], "".join(o["text"])) for o in outputs] == [
+        ("stdout", "a\nb\nc\n"),
+        ("stderr", "w\n"),
+        ("stdout", "d\n"),
+    ]

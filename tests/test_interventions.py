@@ -4,7 +4,7 @@ randomized positions, training without EOS in the loss, and the tables that repo
 import pandas as pd
 import pytest
 import torch
-from support import TINY, perturbed_model
+from support import TINY, perturbed_model, with_config
 
 import lengen_helpers as L
 
@@ -117,7 +117,7 @@ def test_training_and_evaluation_read_random_positions(monkeypatch):
     batch = L.training_batch(L.get_task("copy"), cfg, draw())
     assert not L._counts_up_within(batch.positions, batch.segments)
     assert int(batch.positions.max()) > 40
-    model = L.with_config(perturbed_model("alibi"), random_positions=200)
+    model = with_config(perturbed_model("alibi"), random_positions=200)
     seen = []
     real = L.DecoderOnlyLM.forward
     monkeypatch.setattr(
@@ -305,7 +305,7 @@ def test_coupling_off_is_todays_model_and_refuses_generate():
     cfg = L.make_run("reverse", "rope", 0)
     assert cfg.hash == L.make_run("reverse", "rope", 0, position_coupling=False).hash
     assert L.make_run("reverse", "rope", 0, position_coupling=True).hash != cfg.hash
-    model = L.with_config(perturbed_model("rope"), position_coupling=True)
+    model = with_config(perturbed_model("rope"), position_coupling=True)
     with pytest.raises(ValueError, match="position_coupling"):
         model.generate(torch.tensor([[L.BOS, 5, 6, L.SEP]]), 3)
 
@@ -322,7 +322,7 @@ def test_inspection_reads_the_positions_a_model_was_trained_at():
 
 
 def test_generate_decodes_at_given_positions_uncached():
-    model = L.with_config(perturbed_model("rope"), position_coupling=True)
+    model = with_config(perturbed_model("rope"), position_coupling=True)
     prompt = torch.tensor([[L.BOS, 5, 6, 7, L.SEP]] * 2)
     positions = torch.tensor([[0, 1, 2, 3, 1, 2, 3, 4], [0, 9, 12, 20, 9, 12, 20, 31]])
     out = model.generate(prompt, 4, use_cache=False, positions=positions)

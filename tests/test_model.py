@@ -199,3 +199,21 @@ def test_scaled_embeddings_are_the_table_times_sqrt_d_and_decode_the_same_cached
     a, la = scaled.generate(idx, 6, use_cache=True, return_logits=True)
     b, lb = scaled.generate(idx, 6, use_cache=False, return_logits=True)
     assert torch.equal(a, b) and torch.allclose(la, lb, atol=1e-5)
+
+
+def test_the_decoding_steps_read_weights_and_hooks_once_per_generation():
+    m = perturbed_model("t5")
+    prompt = torch.randint(4, L.VOCAB_SIZE, (2, 5))
+    cache = L.new_cache(m, 2, 8)
+    L.prefill(m, prompt, cache)
+    assert len(cache.layers) == len(m.blocks)
+    first = cache.layers[0]
+    assert first.qkv[0] is m.blocks[0].self_attn.in_proj.weight and first.down[1] is m.blocks[0].ffn[3].bias
+    assert all(w.hook_scores is None for w in cache.layers)  # nothing attached: no hook is called
+    with L.scaled_attention(m, attention_temperature=0.5):
+        hooked = L.new_cache(m, 2, 8)
+        L.prefill(m, prompt, hooked)
+        assert all(w.hook_scores is b.self_attn.hook_scores for w, b in zip(hooked.layers, m.blocks))
+        cached = L.decode_step(m, prompt[:, 0], hooked)
+        full = m(torch.cat([prompt, prompt[:, :1]], dim=1))[:, -1]
+    assert (cached - full).abs().max() < 1e-5  # the hook scaled the step as it scaled the forward pass
