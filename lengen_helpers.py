@@ -5,7 +5,11 @@ Generalization in Transformers" (NeurIPS 2023). Everything the notebooks call li
 in the order a reader meets it; each section's header names the notebook that explains it.
 
 The teaching core, sections 1-8, is the model and how it is trained and scored; it holds no
-experiment. Each later section holds one chapter's code, all of it:
+experiment and names nothing defined after it (a test over the module's syntax tree keeps it so).
+A chapter adds itself by registering: a task (`register_task`), a format that wraps tasks
+(`register_task_wrapper`), an encoding (`register_encoding`), a position scheme
+(`register_position_scheme`), an experiment (`register_experiment`). Each later section holds
+one chapter's code, all of it:
 
     1. tasks                           (copy, reverse, their batches; a registry for more, with formats)
     2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
@@ -2049,10 +2053,40 @@ def grid(
     return [make_run(t, e, s, **dict(overrides)) for s in seeds for t in tasks for e in encodings]
 
 
-# Named sets of runs for the command line (`sweep --grid NAME`), each with its results folder under
-# results/: the study's grid here, and each chapter's own sets where its code is (the ablations and
-# interventions are kept apart from the main grid).
-GRIDS: dict[str, tuple[Callable[[], list[RunConfig]], str]] = {"main": (lambda: grid(), ".")}
+@dataclass(frozen=True)
+class Experiment:
+    """A named set of runs (`sweep --grid NAME`): the function that lists them, the folder under
+    results/ that keeps their records ("." for the grid's own), and the notebook that reads them."""
+
+    name: str
+    runs: Callable[[], list[RunConfig]]
+    folder: str
+    notebook: str
+
+    def results_dir(self, results_dir: str | Path = RESULTS_DIR) -> Path:
+        return Path(results_dir) / self.folder
+
+
+# Every experiment of the study, one row each: the grid here, and each chapter registers its own
+# where its code is (`register_experiment`), so that nothing here changes when a chapter is added.
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register_experiment(name: str, runs: Callable[[], list[RunConfig]], folder: str, notebook: str) -> Experiment:
+    if name in EXPERIMENTS:
+        raise ValueError(f"an experiment named {name!r} is registered already")
+    EXPERIMENTS[name] = Experiment(name, runs, folder, notebook)
+    return EXPERIMENTS[name]
+
+
+def experiment(name: str) -> Experiment:
+    """The registered experiment `name` (a ValueError naming the valid ones otherwise)."""
+    if name not in EXPERIMENTS:
+        raise _unknown("experiment", name, EXPERIMENTS)
+    return EXPERIMENTS[name]
+
+
+register_experiment("main", lambda: grid(), ".", "03_train_the_grid")
 
 
 def record_path(results_dir: Path, cfg: RunConfig) -> Path:
@@ -3025,10 +3059,10 @@ def sinusoidal_ablation(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     ]
 
 
-GRIDS["sinusoidal-ablation"] = (sinusoidal_ablation, "ablations/sinusoidal")
+register_experiment("sinusoidal-ablation", sinusoidal_ablation, "ablations/sinusoidal", "04_evaluate_lengths")
 
 
-ABLATION_DIR = RESULTS_DIR / GRIDS["sinusoidal-ablation"][1]
+ABLATION_DIR = experiment("sinusoidal-ablation").results_dir()
 
 
 def setting_changes(config: dict[str, Any]) -> str:
@@ -3921,9 +3955,12 @@ def task_grid(
 # gain; addition, polynomial evaluation and PCFG went to the pilot's larger models instead (below).
 LONGER_STEPS: dict[str, int] = {"lego": 10_000}
 
-GRIDS["paper-tasks"] = (lambda: [c for t in PAPER_TASKS for c in task_grid(t)], ".")  # task by task
-GRIDS.update({t: (lambda t=t: task_grid(t), ".") for t in (*PAPER_TASKS, "scan", "pcfg")})  # one task's runs
-GRIDS.update({f"{t}-longer": (lambda t=t, n=n: task_grid(t, steps=n), ".") for t, n in LONGER_STEPS.items()})
+register_experiment("paper-tasks", lambda: [c for t in PAPER_TASKS for c in task_grid(t)], ".", "07_paper_tasks")
+for _t in (*PAPER_TASKS, "scan", "pcfg"):  # one task's runs
+    register_experiment(_t, lambda t=_t: task_grid(t), ".", "07_paper_tasks")
+for _t, _n in LONGER_STEPS.items():
+    register_experiment(f"{_t}-longer", lambda t=_t, n=_n: task_grid(t, steps=n), ".", "07_paper_tasks")
+del _t, _n
 
 # The four tasks not learned at the study's settings, even with twice the steps, get a larger model
 # for the task alone (the same for every encoding), in the paper's format where ours differed.
@@ -3969,7 +4006,7 @@ def ten_task_pilot() -> list[RunConfig]:
     return [pilot_run(t, e, shape, **kw) for t, e, shape, kw in TEN_TASK_PILOT]
 
 
-GRIDS["ten-task-pilot"] = (ten_task_pilot, "pilots")
+register_experiment("ten-task-pilot", ten_task_pilot, "pilots", "07_paper_tasks")
 
 # The shape the pilot chose for each of those tasks, with any other setting it changed, and its
 # grid (`sweep --grid TASK-SHAPE`): polynomial evaluation is learned by the deep shape (NoPE 99.7%,
@@ -3992,7 +4029,9 @@ def chosen_grid(task: str, seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     return task_grid(task, seeds=seeds, **settings)
 
 
-GRIDS.update({f"{t}-{shape}": (lambda t=t: chosen_grid(t), ".") for t, (shape, _) in CHOSEN_SHAPES.items()})
+for _t, (_shape, _) in CHOSEN_SHAPES.items():
+    register_experiment(f"{_t}-{_shape}", lambda t=_t: chosen_grid(t), ".", "07_paper_tasks")
+del _t, _shape
 
 
 # How our task formats differ from the paper's (its public code; notebook 07 shows this table).
@@ -4042,10 +4081,11 @@ def format_differences():
     return pd.DataFrame(FORMAT_DIFFERENCES, columns=["task", "the paper's", "ours", "why"]).set_index("task")
 
 
-def pilot_table(copy_run: float, results_dir: str | Path = RESULTS_DIR / GRIDS["ten-task-pilot"][1]):
+def pilot_table(copy_run: float, results_dir: str | Path | None = None):
     """The pilot, one row per run in the order tried: task (format), encoding, shape, learning
     rate, steps, compute in copy runs (`copy_run`: one copy run's FLOPs), wall time, and mean exact
     match over the training sizes (%)."""
+    results_dir = experiment("ten-task-pilot").results_dir() if results_dir is None else results_dir
     rows = []
     for cfg, (_, _, shape, _) in zip(ten_task_pilot(), TEN_TASK_PILOT):
         path = record_path(Path(results_dir), cfg)
@@ -5152,14 +5192,14 @@ def cliff_interventions() -> list[RunConfig]:
     ]
 
 
-GRIDS["cliff"] = (cliff_interventions, "interventions")
+register_experiment("cliff", cliff_interventions, "interventions", "09_what_moves_the_cliff")
 
 
 def intervention_dir(intervention: str, results_dir: str | Path = RESULTS_DIR) -> Path:
     """Where an intervention's runs are kept: the grid's folder for "none", else the sweep's own."""
     if intervention not in INTERVENTIONS:
         raise _unknown("intervention", intervention, INTERVENTIONS)
-    return Path(results_dir) if intervention == "none" else Path(results_dir) / GRIDS["cliff"][1]
+    return Path(results_dir) if intervention == "none" else experiment("cliff").results_dir(results_dir)
 
 
 ANATOMY_DIR = RESULTS_DIR / "anatomy"
@@ -5334,9 +5374,9 @@ def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 
     return reach_summary(table, keys, train_max, (), test, threshold, ("exact_match", "length_given")).set_index(keys)
 
 
-# Training interventions (`INTERVENTIONS`, section 9): the failure anatomy of every trained run of
+# Training interventions (`INTERVENTIONS`, section 14): the failure anatomy of every trained run of
 # each, beside the grid's own models ("none"), cached per intervention.
-INTERVENTIONS_DIR = RESULTS_DIR / GRIDS["cliff"][1]
+INTERVENTIONS_DIR = experiment("cliff").results_dir()
 
 
 def intervention_table(
@@ -5813,7 +5853,7 @@ def scratchpad_pilot() -> list[RunConfig]:
     return [*study, make_run("addition", "nope", 0, train_max_len=8, eval_max_len=16, **chosen)]
 
 
-GRIDS["scratchpad-pilot"] = (scratchpad_pilot, "scratchpads")
+register_experiment("scratchpad-pilot", scratchpad_pilot, "scratchpads", "10_scratchpads")
 
 
 # Experiment 1: the paper's addition with the step outputs ("o") on addition's chosen model and
@@ -5827,10 +5867,10 @@ def scratchpad_addition(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     return task_grid("addition", seeds=seeds, eval_max_len=16, task_options=options, **PILOT_SHAPES[shape], **changed)
 
 
-GRIDS["scratchpad-addition"] = (scratchpad_addition, "scratchpads")
+register_experiment("scratchpad-addition", scratchpad_addition, "scratchpads", "10_scratchpads")
 
 
-SCRATCHPAD_DIR = RESULTS_DIR / GRIDS["scratchpad-addition"][1]
+SCRATCHPAD_DIR = experiment("scratchpad-addition").results_dir()
 
 
 def scratchpad_example(task: str, components: str, n: int, seed: int = 0, options: dict[str, str] | None = None):
@@ -5919,8 +5959,8 @@ def scratchpad_components() -> list[RunConfig]:
     return [scratchpad_run("addition", f) for f in SCRATCHPAD_COMPONENTS]
 
 
-GRIDS["scratchpad-tasks"] = (scratchpad_tasks, "scratchpads")
-GRIDS["scratchpad-components"] = (scratchpad_components, "scratchpads")
+register_experiment("scratchpad-tasks", scratchpad_tasks, "scratchpads", "10_scratchpads")
+register_experiment("scratchpad-components", scratchpad_components, "scratchpads", "10_scratchpads")
 
 
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
@@ -6383,7 +6423,7 @@ def addition_pilot() -> list[RunConfig]:
     return [addition_run(arm, encoding, **kw) for arm, encoding, kw in tried]
 
 
-GRIDS["addition-pilot"] = (addition_pilot, "addition")
+register_experiment("addition-pilot", addition_pilot, "addition", "11_addition_that_generalizes")
 
 
 # The configuration that met the goal in the pilot, on three seeds; then the ablation: each
@@ -6409,7 +6449,7 @@ def addition_study() -> list[RunConfig]:
     return best + [addition_run(arm, encoding, **kw) for _, arm, encoding, kw in ADDITION_ABLATION]
 
 
-GRIDS["addition-places"] = (addition_study, "addition")
+register_experiment("addition-places", addition_study, "addition", "11_addition_that_generalizes")
 
 ADDITION_GOAL: dict[str, float] = {"in distribution": 0.99, "16 digits": 0.95, "32 digits": 0.90}  # every seed
 ADDITION_DIR = RESULTS_DIR / "addition"
@@ -6584,8 +6624,8 @@ def column_attention(model: DecoderOnlyLM, task: Task, n: int, count: int = 64, 
 def grid_addition_curves(results_dir: str | Path = RESULTS_DIR):
     """Exact match against digits for the ten-task grid's addition runs (the paper's format, deep
     shape) that have landed: encoding, seed, n, exact_match."""
-    cfgs, sub = GRIDS["addition-deep"]
-    records, _ = load_available(cfgs(), Path(results_dir) / sub)
+    chosen = experiment("addition-deep")
+    records, _ = load_available(chosen.runs(), chosen.results_dir(results_dir))
     return exact_match_frame(records)[["encoding", "seed", "n", "exact_match"]]
 
 
@@ -6989,10 +7029,30 @@ def _folder(text: str) -> Path:
     return path
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m lengen_helpers", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    tr = sub.add_parser("train", help="train and evaluate one run, saving its record (and weights)")
+@dataclass(frozen=True)
+class Command:
+    """A subcommand of `python -m lengen_helpers`: its help line, the function that adds its
+    arguments to its parser, and the one that runs it (given the parser, for usage errors)."""
+
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.ArgumentParser, argparse.Namespace], None]
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None]):
+    """Register the decorated function as subcommand `name` (`COMMANDS`)."""
+
+    def register(run: Callable[[argparse.ArgumentParser, argparse.Namespace], None]):
+        COMMANDS[name] = Command(help, arguments, run)
+        return run
+
+    return register
+
+
+def _train_arguments(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--task", required=True, choices=sorted(TASKS))
     tr.add_argument("--encoding", required=True, choices=sorted(ENCODINGS))
     tr.add_argument("--seed", type=_int_at_least(0), default=0)
@@ -7003,10 +7063,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="training steps (0: an untrained baseline); the warm-up is 250 steps, or all of them if fewer",
     )
     tr.add_argument("--results", type=_folder, default=RESULTS_DIR)
-    sw = sub.add_parser("sweep", help="run the grid's missing runs (resumable)")
+
+
+@command("train", "train and evaluate one run, saving its record (and weights)", _train_arguments)
+def _train_command(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    try:  # a setting out of range is a usage error, reported before any work
+        cfg = make_run(
+            args.task, args.encoding, args.seed, steps=args.steps, warmup_steps=min(RunConfig.warmup_steps, args.steps)
+        )
+    except ValueError as e:
+        p.error(str(e))
+    rec = run_and_save(cfg, args.results, progress=True)
+    first_test = str(cfg.train_max_len + 1)
+    untrained = " (an untrained baseline: 0 steps)" if cfg.steps == 0 else ""
+    print(
+        f"{cfg.name}{untrained}: in-distribution {rec['in_distribution_mean']:.3f}, "
+        f"n={first_test} {rec['exact_match'].get(first_test, float('nan')):.3f}, {rec['wall_time_s']:.0f} s "
+        f"-> {record_path(args.results, cfg)}"
+    )
+
+
+def _sweep_arguments(sw: argparse.ArgumentParser) -> None:
     sw.add_argument(
         "--grid",
-        choices=sorted(GRIDS),
+        choices=sorted(EXPERIMENTS),
         default="main",
         help="a named set of runs, each kept in its own folder under --results (default: the main "
         "grid, shaped by --tasks, --encodings, --seeds, --steps)",
@@ -7020,86 +7100,84 @@ def main(argv: Sequence[str] | None = None) -> None:
     sw.add_argument("--workers", type=_int_at_least(1), default=None, help="processes (default: one per core)")
     sw.add_argument("--results", type=_folder, default=RESULTS_DIR)
     sw.add_argument("--scheduler", default=None, help="a Dask scheduler address, to run on a cluster")
-    bt = sub.add_parser("bench-train", help="our training step vs GPT2LMHeadModel, and FLOP/s vs matmul peak")
+
+
+@command("sweep", "run the grid's missing runs (resumable)", _sweep_arguments)
+def _sweep_command(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    chosen = EXPERIMENTS[args.grid]
+    try:
+        warmup = min(RunConfig.warmup_steps, args.steps)
+        configs = (
+            grid(args.tasks, args.encodings, args.seeds, steps=args.steps, warmup_steps=warmup)
+            if args.grid == "main"
+            else chosen.runs()
+        )
+    except ValueError as e:
+        p.error(str(e))
+    results = chosen.results_dir(args.results)
+    t0 = time.perf_counter()
+    todo = sum(not record_path(results, c).exists() for c in configs)
+    if args.scheduler:
+        from distributed import Client
+
+        with Client(args.scheduler) as client:
+            recs = sweep(configs, results, executor=client.get_executor())
+    else:
+        recs = sweep(configs, results, max_workers=args.workers)
+    print(
+        f"{len(recs)} runs in {results}, {todo} trained now ({time.perf_counter() - t0:.0f} s wall; "
+        f"logged in {results / 'sweeps.jsonl'})"
+    )
+
+
+def _bench_train_arguments(bt: argparse.ArgumentParser) -> None:
     bt.add_argument("--steps", type=_int_at_least(1), default=20)
     bt.add_argument("--repeats", type=_int_at_least(1), default=5)
     bt.add_argument("--out", type=Path, default=BENCH_DIR / "training.json")
-    bk = sub.add_parser("bench-kv", help="greedy generation: cached vs uncached, ours vs GPT2LMHeadModel.generate")
+
+
+@command("bench-train", "our training step vs GPT2LMHeadModel, and FLOP/s vs matmul peak", _bench_train_arguments)
+def _bench_train_command(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    res = bench_training(args.steps, args.repeats)
+    for k, v in res["ms_per_step"].items():
+        print(f"{k:32s} {v:7.1f} ms/step")
+    print(f"GPT2LMHeadModel / ours on the same padded batches: {res['speedup_vs_gpt2_same_padded_batches']:.2f}x")
+    print(f"GPT2LMHeadModel (padded) / ours (packed, as trained): {res['speedup_vs_gpt2_as_trained']:.2f}x")
+    print(
+        f"useful {res['achieved_gflop_per_s']:.1f} GFLOP/s = {res['fraction_of_matmul_peak']:.0%} of "
+        f"this machine's {res['matmul_peak_gflop_per_s']:.1f} GFLOP/s single-thread matmul"
+    )
+    _atomic_json(args.out, res)
+
+
+def _bench_kv_arguments(bk: argparse.ArgumentParser) -> None:
     bk.add_argument("--runs", type=_int_at_least(1), default=3, help="independent runs, each in a fresh process")
     bk.add_argument("--repeats", type=_int_at_least(1), default=5, help="rounds inside each run")
     bk.add_argument("--out", type=Path, default=BENCH_DIR / "kv_cache.json")
+
+
+@command("bench-kv", "greedy generation: cached vs uncached, ours vs GPT2LMHeadModel.generate", _bench_kv_arguments)
+def _bench_kv_command(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    res = bench_kv_runs(args.runs, args.repeats)
+    with pd.option_context("display.width", 200, "display.max_columns", None, "display.float_format", "{:.3f}".format):
+        # one row per method or ratio, one column per (batch, new tokens)
+        print(f"median over {len(res['runs'])} runs (each the median of {args.repeats} rounds):")
+        print(kv_summary(res).T)
+        print("\neach ratio, least to greatest over the runs:")
+        print(kv_ratio_range(res).T)
+    for kind, nbytes in res["runs"][0]["cache_bytes_batch64_144_positions"].items():
+        print(f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once")
+    _atomic_json(args.out, res)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m lengen_helpers COMMAND ...`: one of `COMMANDS`."""
+    p = argparse.ArgumentParser(prog="python -m lengen_helpers", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name, c in COMMANDS.items():
+        c.arguments(sub.add_parser(name, help=c.help))
     args = p.parse_args(argv)
-
-    if args.cmd == "train":
-        try:  # a setting out of range is a usage error, reported before any work
-            cfg = make_run(
-                args.task,
-                args.encoding,
-                args.seed,
-                steps=args.steps,
-                warmup_steps=min(RunConfig.warmup_steps, args.steps),
-            )
-        except ValueError as e:
-            p.error(str(e))
-        rec = run_and_save(cfg, args.results, progress=True)
-        first_test = str(cfg.train_max_len + 1)
-        untrained = " (an untrained baseline: 0 steps)" if cfg.steps == 0 else ""
-        print(
-            f"{cfg.name}{untrained}: in-distribution {rec['in_distribution_mean']:.3f}, "
-            f"n={first_test} {rec['exact_match'].get(first_test, float('nan')):.3f}, {rec['wall_time_s']:.0f} s "
-            f"-> {record_path(args.results, cfg)}"
-        )
-    elif args.cmd == "sweep":
-        make_configs, subdir = GRIDS[args.grid]
-        try:
-            warmup = min(RunConfig.warmup_steps, args.steps)
-            configs = (
-                grid(args.tasks, args.encodings, args.seeds, steps=args.steps, warmup_steps=warmup)
-                if args.grid == "main"
-                else make_configs()
-            )
-        except ValueError as e:
-            p.error(str(e))
-        results = Path(args.results) / subdir
-        t0 = time.perf_counter()
-        todo = sum(not record_path(results, c).exists() for c in configs)
-        if args.scheduler:
-            from distributed import Client
-
-            with Client(args.scheduler) as client:
-                recs = sweep(configs, results, executor=client.get_executor())
-        else:
-            recs = sweep(configs, results, max_workers=args.workers)
-        print(
-            f"{len(recs)} runs in {results}, {todo} trained now ({time.perf_counter() - t0:.0f} s wall; "
-            f"logged in {results / 'sweeps.jsonl'})"
-        )
-    elif args.cmd == "bench-train":
-        res = bench_training(args.steps, args.repeats)
-        for k, v in res["ms_per_step"].items():
-            print(f"{k:32s} {v:7.1f} ms/step")
-        print(f"GPT2LMHeadModel / ours on the same padded batches: {res['speedup_vs_gpt2_same_padded_batches']:.2f}x")
-        print(f"GPT2LMHeadModel (padded) / ours (packed, as trained): {res['speedup_vs_gpt2_as_trained']:.2f}x")
-        print(
-            f"useful {res['achieved_gflop_per_s']:.1f} GFLOP/s = {res['fraction_of_matmul_peak']:.0%} of "
-            f"this machine's {res['matmul_peak_gflop_per_s']:.1f} GFLOP/s single-thread matmul"
-        )
-        _atomic_json(args.out, res)
-    elif args.cmd == "bench-kv":
-        res = bench_kv_runs(args.runs, args.repeats)
-        with pd.option_context(
-            "display.width", 200, "display.max_columns", None, "display.float_format", "{:.3f}".format
-        ):
-            # one row per method or ratio, one column per (batch, new tokens)
-            print(f"median over {len(res['runs'])} runs (each the median of {args.repeats} rounds):")
-            print(kv_summary(res).T)
-            print("\neach ratio, least to greatest over the runs:")
-            print(kv_ratio_range(res).T)
-        for kind, nbytes in res["runs"][0]["cache_bytes_batch64_144_positions"].items():
-            print(
-                f"{kind} cache, batch 64 x 144 positions: {nbytes:,} bytes ({nbytes / 2**20:.2f} MiB), allocated once"
-            )
-        _atomic_json(args.out, res)
+    COMMANDS[args.cmd].run(p, args)
 
 
 if __name__ == "__main__":

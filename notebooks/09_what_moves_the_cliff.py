@@ -190,7 +190,7 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
 runs = pd.DataFrame([{"intervention": L.intervention_of(c), "task": c.task, "encoding": L.label(c.encoding),
                       "copy runs": L.run_compute_flops(c, sample_steps=100) / copy_run}
-                     for c in L.GRIDS["cliff"][0]()])
+                     for c in L.experiment("cliff").runs()])
 print(f"{len(runs)} runs, {runs['copy runs'].sum():.1f} copy runs of compute (the chapter's allowance: 40); "
       f"random positions from [0, P), P = {L.random_positions_for(L.get_task('copy'))} (copy, reverse), "
       f"{L.random_positions_for(L.get_task('copy_hints'))} (with hints)")
@@ -202,7 +202,7 @@ runs.groupby(["intervention", "task"], sort=False).agg(
 # NBVAL_IGNORE_OUTPUT
 # trains only what results/interventions lacks (with a progress bar); under CI it only reads, and names what
 # is missing
-records = L.sweep(L.GRIDS["cliff"][0](), L.INTERVENTIONS_DIR, train=not L.IN_CI)
+records = L.sweep(L.experiment("cliff").runs(), L.INTERVENTIONS_DIR, train=not L.IN_CI)
 
 # %%
 wall = pd.DataFrame([{"intervention": L.intervention_of(L.RunConfig.from_dict(r["config"])),

@@ -141,7 +141,7 @@ def test_a_chosen_grid_holds_the_pilot_s_runs_of_its_shape():
     assert len(grid) == 18 and {c.model.n_layers for c in grid} == {6} and {c.steps for c in grid} == {10_000}
     pilot = {c.hash for c in L.ten_task_pilot()}
     assert sum(c.hash in pilot for c in grid) == 2  # NoPE and sinusoidal, seed 0: trained once, used twice
-    assert "polynomial-deep" in L.GRIDS and "addition-deep" in L.GRIDS
+    assert "polynomial-deep" in L.EXPERIMENTS and "addition-deep" in L.EXPERIMENTS
     addition = L.chosen_grid("addition")
     assert {c.lr for c in addition} == {2e-3} and {c.task_options["format"] for c in addition} == {"paper"}
     assert sum(c.hash in pilot for c in addition) == 1  # the pilot's NoPE run at 2e-3

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -256,7 +257,8 @@ def test_sweep_logs_its_wall_time_only_when_it_trained(tmp_path):
 
 @pytest.mark.slow
 def test_command_line_sweeps_a_named_grid_into_its_own_folder(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(L.GRIDS, "tiny-ablation", (lambda: [tiny(steps=5, scale_embeddings=True)], "ablations/tiny"))
+    runs = lambda: [tiny(steps=5, scale_embeddings=True)]  # noqa: E731
+    monkeypatch.setitem(L.EXPERIMENTS, "tiny-ablation", L.Experiment("tiny-ablation", runs, "ablations/tiny", "04"))
     L.main(["sweep", "--grid", "tiny-ablation", "--workers", "1", "--results", str(tmp_path)])
     (path,) = (tmp_path / "ablations" / "tiny" / "runs").glob("copy-nope-s0-*.json")
     assert L.read_record(path)["config"]["model"]["scale_embeddings"] is True
@@ -293,3 +295,16 @@ def test_every_committed_record_loads_with_its_hash():
         record = L.read_record(path)  # raises CorruptRecord if its config no longer gives its hash
         cfg = L.RunConfig.from_dict(record["config"])
         assert path.name == f"{cfg.name}-{record['config_hash']}.json"
+
+
+def test_every_experiment_names_its_folder_and_a_notebook_that_exists():
+    notebooks = {p.stem for p in (Path(L.__file__).parent / "notebooks").glob("*.ipynb")}
+    assert {"main", "cliff", "scratchpad-addition", "addition-places", "ten-task-pilot"} <= set(L.EXPERIMENTS)
+    for name, e in L.EXPERIMENTS.items():
+        assert e.name == name and e.notebook in notebooks, (name, e.notebook)
+        assert e.results_dir("/r") == Path("/r") / e.folder
+    assert L.experiment("cliff").results_dir() == L.INTERVENTIONS_DIR
+    with pytest.raises(ValueError, match="unknown experiment 'clif'"):
+        L.experiment("clif")
+    with pytest.raises(ValueError, match="registered already"):
+        L.register_experiment("cliff", list, "x", "09_what_moves_the_cliff")
