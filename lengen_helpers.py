@@ -4034,53 +4034,6 @@ for _t, (_shape, _) in CHOSEN_SHAPES.items():
 del _t, _shape
 
 
-# How our task formats differ from the paper's (its public code; notebook 07 shows this table).
-FORMAT_DIFFERENCES: list[tuple[str, str, str, str]] = [
-    (
-        "all",
-        'English prompts and answers ("Compute 5 3 7 + 1 2 ?" -> "The answer is 5 4 9.")',
-        "token sequences: the same symbols without the wrapping",
-        "the wrapping carries nothing to compute",
-    ),
-    (
-        "addition",
-        "operands of independent digit counts (1-8 each), no leading zeros",
-        'the same (format="paper") in the runs that stand for it; the first grids: equal counts, leading zeros',
-        "",
-    ),
-    (
-        "lego",
-        "clauses in chain order; the query in the chain's second half (the unpermuted split is ranked)",
-        'clauses shuffled, the query from n // 2 on; chain order is format="paper", tried in the pilot',
-        "its grids were trained shuffled; neither order is learned here",
-    ),
-    (
-        "polynomial",
-        "terms c * x ** d; x in -2..2, c in -3..3, d in 0..3; the value mod 10",
-        "the same numbers, each term two tokens (coefficient, degree)",
-        "fewer tokens, the same computation",
-    ),
-    (
-        "summation, parity, sorting",
-        '"3 + 8 + 6"; "[ 1, 0, 1 ]" -> Yes/No; single-token and multi-digit sorting',
-        "digits without plus signs; bits -> even/odd; single-token sorting",
-        "the signs carry nothing; multi-digit sorting is not run",
-    ),
-    (
-        "pcfg",
-        "PCFG SET's full grammar (520 symbols), test sizes 9-35",
-        "10 symbols, the same functions, sizes to 16",
-        "the full vocabulary and lengths would cost many times every other task",
-    ),
-    ("scan", "the length split, re-split at 25 / 26-48 actions", "the same", ""),
-]
-
-
-def format_differences():
-    """`FORMAT_DIFFERENCES` as a table."""
-    return pd.DataFrame(FORMAT_DIFFERENCES, columns=["task", "the paper's", "ours", "why"]).set_index("task")
-
-
 def pilot_table(copy_run: float, results_dir: str | Path | None = None):
     """The pilot, one row per run in the order tried: task (format), encoding, shape, learning
     rate, steps, compute in copy runs (`copy_run`: one copy run's FLOPs), wall time, and mean exact
@@ -4105,7 +4058,7 @@ def pilot_table(copy_run: float, results_dir: str | Path | None = None):
     return pd.DataFrame(rows)
 
 
-def second_round_compute(pilot, copy_run: float):
+def pilot_and_chosen_compute(pilot, copy_run: float):
     """The compute of the pilot (`pilot_table`'s rows) and of each chosen model's grid: runs,
     runs trained, copy runs; and a total row."""
     grids = {f"{t}, chosen model": chosen_grid(t) for t in CHOSEN_SHAPES}

@@ -55,7 +55,7 @@ TASKS = (*L.PAPER_TASKS, "scan", "pcfg")
 # Each in the format of the runs that stand for it below (`L.standing_grid`): addition in the
 # paper's format, the others in ours. Where our formats differ from the paper's (its public code,
 # McGill-NLP/length-generalization; the figures we quote from it are in `results/published/`), the
-# table after the examples says how and why.
+# list after the examples says how and why.
 
 # %%
 examples = []
@@ -70,8 +70,28 @@ for name in TASKS:
                      "L": task.train_max_size, "tokens at L": task.sequence_length(task.train_max_size)})
 pd.DataFrame(examples).set_index("task")
 
-# %%
-L.format_differences()
+# %% [markdown]
+# How our formats differ from the paper's, and why:
+#
+# - **Every task**: the paper writes English prompts and answers ("Compute 5 3 7 + 1 2 ?" ->
+#   "The answer is 5 4 9."); ours are token sequences, the same symbols without the wrapping,
+#   which carries nothing to compute.
+# - **Addition**: the paper draws the two operands' digit counts independently (1-8 each), with
+#   no leading zeros. The runs that stand for addition here do the same (`format="paper"`); the
+#   first grids used equal counts with leading zeros.
+# - **LEGO**: the paper lists the clauses in chain order and asks about a variable in the chain's
+#   second half (its unpermuted split is the one ranked). Ours shuffles the clauses and asks from
+#   n // 2 on; chain order (`format="paper"`) was tried in the pilot. Neither order is learned here.
+# - **Polynomial evaluation**: the same numbers (terms c * x ** d, x in -2..2, c in -3..3, d in
+#   0..3, the value mod 10), each term written as two tokens (coefficient, degree): fewer tokens,
+#   the same computation.
+# - **Summation, parity, sorting**: the paper writes "3 + 8 + 6", "[ 1, 0, 1 ]" -> Yes/No, and
+#   sorts single-token and multi-digit numbers; ours writes digits without plus signs, bits ->
+#   even/odd, and sorts single tokens only (the signs carry nothing; multi-digit sorting is not run).
+# - **PCFG**: the paper uses PCFG SET's full grammar (520 symbols) and tests sizes 9-35; ours has
+#   10 symbols, the same functions, sizes to 16 (the full vocabulary and lengths would cost many
+#   times every other task).
+# - **SCAN**: the same length split, re-split at 25 / 26-48 actions.
 
 # %% [markdown]
 # ## What has been trained
@@ -134,7 +154,7 @@ pilot.round({"copy runs": 1, "wall (min)": 1, "in distribution (%)": 1})
 # came before them), and what a grid of the deep shape would cost for PCFG:
 
 # %%
-spent = L.second_round_compute(pilot, copy_run)
+spent = L.pilot_and_chosen_compute(pilot, copy_run)
 pcfg_deep, pcfg_runs = pilot[pilot["task"] == "pcfg"].iloc[0], len(L.standing_grid("pcfg"))
 print(f"a PCFG grid of the deep shape: {pcfg_runs * pcfg_deep['copy runs']:.0f} copy runs at 10,000 steps (where "
       f"the pilot reached {pcfg_deep['in distribution (%)']:.1f}%), {2 * pcfg_runs * pcfg_deep['copy runs']:.0f} "

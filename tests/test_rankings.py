@@ -196,11 +196,11 @@ def test_the_paper_s_figures_stand_beside_our_runs_in_its_own_format_only():
     assert table.loc["nope", "addition.paper"] == L.paper_figures()["ood_exact_match_other_tasks"]["addition"]["nope"]
 
 
-def test_the_second_round_compute_adds_the_pilot_to_the_chosen_grids(monkeypatch):
+def test_the_pilot_and_chosen_compute_adds_the_pilot_to_the_chosen_grids(monkeypatch):
     monkeypatch.setattr(L, "run_compute_flops", lambda cfg, sample_steps=100: 3.0)
     monkeypatch.setattr(L, "load_available", lambda cfgs, results_dir=None: (cfgs[:2], []))
     pilot = pd.DataFrame({"copy runs": [1.0, 2.0], "in distribution (%)": [90.0, float("nan")]})
-    spent = L.second_round_compute(pilot, copy_run=1.5)
+    spent = L.pilot_and_chosen_compute(pilot, copy_run=1.5)
     assert spent.loc["pilot"].tolist() == [2, 1, 3.0]
     for t in L.CHOSEN_SHAPES:
         assert spent.loc[f"{t}, chosen model"].tolist() == [18, 2, 18 * 3.0 / 1.5]
