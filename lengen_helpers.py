@@ -6083,11 +6083,15 @@ def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path 
     return fig
 
 
-def step_or_answer(curves, sizes: Sequence[int] = range(9, 17)):
+def step_or_answer(curves, sizes: Sequence[int] = range(9, 17), runs: Iterable[tuple[str, int]] | None = None):
     """Where the scratchpad runs fail past the training range, per encoding (mean of the seeds
-    trained) and size: exact match (greedy, own steps), the teacher-forced fraction of steps right
-    and the answer right given the true steps, in %."""
+    trained, or of those in `runs`: (encoding, seed) pairs) and size: exact match (greedy, own
+    steps), the teacher-forced fraction of steps right and the answer right given the true steps,
+    in %."""
     got = curves[(curves["scratchpad"] == "o") & curves["n"].isin(list(sizes))]
+    if runs is not None:
+        keep = set(runs)
+        got = got[[(e, s) in keep for e, s in zip(got["encoding"], got["seed"])]]
     table = got.groupby(["encoding", "n"], sort=False)[["exact_match", "step_accuracy", "answer_given_steps"]].mean()
     table = (100 * table).rename(
         columns={

@@ -97,6 +97,9 @@ def test_the_effect_pools_the_test_sizes_and_helps_only_beyond_two_standard_erro
     )
     table = L.step_or_answer(L.scratchpad_curves(pad, ctl))
     assert table.loc[("NoPE", 9), "steps right (%)"] == pytest.approx(50.0) and len(table) == 16
+    assert L.step_or_answer(L.scratchpad_curves(pad, ctl), runs=[("nope", 5)]).empty  # no such run: none kept
+    kept = L.step_or_answer(L.scratchpad_curves(pad, ctl), runs=[("nope", s) for s in range(3)])
+    assert kept.equals(table.loc[["NoPE"]]) and "Sinusoidal" in table.index.get_level_values("encoding")
 
 
 def test_the_papers_parser_forgives_what_ours_does_not():
