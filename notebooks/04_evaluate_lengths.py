@@ -185,9 +185,8 @@ for task in ("copy", "reverse"):
 #   so it can differ only through float order; a padded run also costs about 1.7x the compute.
 #   Copy only (`packed=False`).
 #
-# The ablation was allowed the compute of 12 copy runs (one copy run: the compute of one
-# 5,000-step copy run of the study's model), counted as the module counts it (every slot of every
-# row, padding included). It was trained on a larger, 16-core machine, so its wall time does not
+# Its compute, in copy runs (one copy run: the compute of one 5,000-step copy run of the study's
+# model), is counted as the module counts it (every slot of every row, padding included). It was trained on a larger, 16-core machine, so its wall time does not
 # compare with the grid's:
 
 # %%

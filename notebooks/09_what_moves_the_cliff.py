@@ -183,8 +183,7 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 #   tokens above it).
 #
 # The runs (`python -m lengen_helpers sweep --grid cliff`), their compute in copy runs (one copy
-# run: the compute of one 5,000-step copy run of the study's model; the interventions were
-# allowed 40 in all, their budget) and their wall time:
+# run: the compute of one 5,000-step copy run of the study's model) and their wall time:
 
 # %%
 copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
@@ -279,8 +278,8 @@ reach.rename(index=L.label, level="encoding")
 # alignment between answer and prompt, which the other interventions leave it to find. Every other
 # configuration that learned its task holds to n = 16-20, as the grid's models do (16-18; one NoPE
 # seed on reverse, 6), and none keeps 90% past n = 20. Apart from the grid and the winning
-# configuration, each (intervention, encoding) was trained on seed 0 only, to stay within the
-# interventions' compute budget: its reach is one seed's, without a spread.
+# configuration, each (intervention, encoding) was trained on seed 0 only: its reach is one
+# seed's, without a spread.
 #
 # ## Why random positions alone do not help here
 #

@@ -194,7 +194,7 @@ print(f"  its mass on them: {both.loc[top, '8 digits']:.2f} at 8 digits, {both.l
 # or without `thus`, is wrong. The paper's parser (its code) reads the text after the first end
 # marker up to a second one or the end of the generation, and parses it as an integer: it forgives
 # a missing EOS, a second `thus` with text after it, and a leading zero. Both on the same greedy
-# generations (given a longer budget, within the model's positions), every trained run, sizes
+# generations (given more room to write, within the model's positions), every trained run, sizes
 # 1-16:
 
 # %%
