@@ -186,8 +186,8 @@ for task in ("copy", "reverse"):
 #   Copy only (`packed=False`).
 #
 # Its compute, in copy runs (one copy run: the compute of one 5,000-step copy run of the study's
-# model), is counted as the module counts it (every slot of every row, padding included). It was trained on a larger, 16-core machine, so its wall time does not
-# compare with the grid's:
+# model), is counted as the module counts it (every slot of every row, padding included). It was
+# trained on a larger, 16-core machine, so its wall time does not compare with the grid's:
 
 # %%
 ablation = L.sinusoidal_ablation()
