@@ -6704,8 +6704,7 @@ def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_
 def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
     """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
     estimated from its first `sample_steps` batches. The study states compute in copy runs: the
-    FLOPs of one 5,000-step copy run of its model (what each grid or ablation may spend is said in
-    these copy runs, its budget)."""
+    FLOPs of one 5,000-step copy run of its model."""
     g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_task()
     per_step = np.mean(
         [

@@ -226,7 +226,7 @@ spent = trained.groupby("stage", sort=False)["copy runs"].agg(["count", "sum"])
 spent = spent.rename(columns={"count": "runs", "sum": "copy runs"})
 spent.loc["all"] = spent.sum()
 display(spent.round(1))
-print(f"{spent.loc['all', 'copy runs']:.1f} copy runs of the 100 this chapter may spend")
+print(f"{spent.loc['all', 'copy runs']:.1f} copy runs in all")
 
 # %% [markdown]
 # ## Beside the cited results, at their scales
