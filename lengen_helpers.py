@@ -519,6 +519,7 @@ def register_position_scheme(scheme: PositionScheme) -> PositionScheme:
 
 
 def active_schemes(config: ModelConfig) -> list[PositionScheme]:
+    """The registered position schemes a model config uses, in the order they apply."""
     return [s for s in POSITION_SCHEMES if s.active(config)]
 
 
@@ -4410,12 +4411,13 @@ def flagged_ranks(rr, goal):
     where that (task, encoding) misses the in-distribution goal: there the rank measures a failure
     to learn the task, not to extrapolate it."""
     per_task = per_task_rr(rr)
-    out = per_task.copy().astype(object)
-    for task in per_task.index:
-        for enc in per_task.columns:
-            miss = (task, enc) in goal.index and not bool(goal.loc[(task, enc), "meets goal"])
-            out.loc[task, enc] = f"{per_task.loc[task, enc]:.2f}" + (" *" if miss else "")
-    return out.rename(columns=label)
+    missed = set(goal.index[~goal["meets goal"].astype(bool)])
+    marks = pd.DataFrame(
+        [[" *" if (t, e) in missed else "" for e in per_task.columns] for t in per_task.index],
+        index=per_task.index,
+        columns=per_task.columns,
+    )
+    return (per_task.map("{:.2f}".format) + marks).rename(columns=label)
 
 
 def paper_test_accuracy(tasks: Sequence[str]):
@@ -5057,8 +5059,7 @@ def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
     return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
 
 
-# Training interventions on the length-generalization cliff (notebook 09), each a way to make a
-# run from (task, encoding, seed); with none of them, a run is the grid's own.
+# The two position schemes above, registered for the model to read (`model_positions`).
 register_position_scheme(
     PositionScheme(
         "randomized",
@@ -5077,6 +5078,8 @@ register_position_scheme(
 )
 
 
+# Training interventions on the length-generalization cliff (notebook 09), each a way to make a
+# run from (task, encoding, seed); with none of them, a run is the grid's own.
 def random_positions_for(task: Task, eval_max_len: int = RunConfig.eval_max_len) -> int:
     """P for randomized positions: three times the task's longest test sequence, rounded up to a
     multiple of 64 (copy and reverse at n = 48 have 99 tokens: P = 320; with hints 195: P = 640)."""
@@ -5568,9 +5571,9 @@ class WithScratchpad(Task):
         "scratchpad" entry: each of `scratchpad_metrics`' scores per size."""
         extra = scratchpad_metrics(model, self, lengths, n_per_length, seed)
         em = extra.pop("exact_match")
-        return em, {
-            "scratchpad": {k: {str(n): v for n, v in by_n.items()} for k, by_n in extra.items()}
-        } if extra else {}
+        if not extra:
+            return em, {}
+        return em, {"scratchpad": {k: {str(n): v for n, v in by_n.items()} for k, by_n in extra.items()}}
 
 
 @register_task_wrapper
@@ -6313,10 +6316,6 @@ def place_positions(batch: Batch, offsets: Tensor, task: Task, n_positions: int,
     return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
 
 
-# The ingredients, combined into arms (each a set of overrides of the addition run): the answer
-# least significant digit first ("lsd"; the operands are always written with n digits each, zero
-# padded: the "equal" format), and digit places as positions. Trained on 1-8 digits, tested on
-# every size to 64.
 def _check_place_room(config: ModelConfig, task: Task, n: int) -> None:
     place_room(task, n, config.digit_places)
 
@@ -6332,6 +6331,11 @@ register_position_scheme(
     )
 )
 
+
+# The ingredients, combined into arms (each a set of overrides of the addition run): the answer
+# least significant digit first ("lsd"; the operands are always written with n digits each, zero
+# padded: the "equal" format), and digit places as positions. Trained on 1-8 digits, tested on
+# every size to 64.
 ADDITION_PLACES = 100  # P: above the 67 places a 64-digit sum reaches, so every test position is trained
 ADDITION_ARMS: dict[str, dict[str, Any]] = {
     "msd": {},
@@ -6409,7 +6413,7 @@ def addition_study() -> list[RunConfig]:
 register_experiment("addition-places", addition_study, "addition", "11_addition_that_generalizes")
 
 ADDITION_GOAL: dict[str, float] = {"in distribution": 0.99, "16 digits": 0.95, "32 digits": 0.90}  # every seed
-ADDITION_DIR = RESULTS_DIR / "addition"
+ADDITION_DIR = experiment("addition-places").results_dir()
 
 
 def addition_arm(cfg: RunConfig) -> str:

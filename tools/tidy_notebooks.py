@@ -19,16 +19,17 @@ from pathlib import Path
 def merge_streams(outputs: list[dict]) -> list[dict]:
     """Consecutive stream outputs of the same stream (stdout, stderr) as one output, text joined:
     how the kernel split them depends on when it flushed, not on what the cell printed."""
+
+    def text(out: dict) -> str:
+        return "".join(out["text"]) if isinstance(out["text"], list) else out["text"]
+
+    def stream(out: dict | None) -> str | None:
+        return out.get("name") if out is not None and out.get("output_type") == "stream" else None
+
     merged: list[dict] = []
     for out in outputs:
         last = merged[-1] if merged else None
-        if (
-            out.get("output_type") == "stream"
-            and last is not None
-            and last.get("output_type") == "stream"
-            and last.get("name") == out.get("name")
-        ):
-            text = lambda o: "".join(o["text"]) if isinstance(o["text"], list) else o["text"]  # noqa: E731
+        if stream(out) is not None and stream(out) == stream(last):
             joined = text(last) + text(out)
             last["text"] = joined.splitlines(keepends=True) if isinstance(last["text"], list) else joined
         else:
