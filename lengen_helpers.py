@@ -7046,10 +7046,12 @@ def _train_command(p: argparse.ArgumentParser, args: argparse.Namespace) -> None
 def _sweep_arguments(sw: argparse.ArgumentParser) -> None:
     sw.add_argument(
         "--grid",
+        nargs="+",
         choices=sorted(EXPERIMENTS),
-        default="main",
-        help="a named set of runs, each kept in its own folder under --results (default: the main "
-        "grid, shaped by --tasks, --encodings, --seeds, --steps)",
+        default=["main"],
+        help="named sets of runs, each kept in its own folder under --results (default: the main "
+        "grid, shaped by --tasks, --encodings, --seeds, --steps); sets that share a folder share "
+        "one pool of workers, in the order given",
     )
     sw.add_argument("--tasks", nargs="+", default=["copy", "reverse"], choices=sorted(TASKS))
     sw.add_argument(
@@ -7064,30 +7066,34 @@ def _sweep_arguments(sw: argparse.ArgumentParser) -> None:
 
 @command("sweep", "run the grid's missing runs (resumable)", _sweep_arguments)
 def _sweep_command(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    chosen = EXPERIMENTS[args.grid]
+    warmup = min(RunConfig.warmup_steps, args.steps)
+    by_folder: dict[Path, list[RunConfig]] = {}
     try:
-        warmup = min(RunConfig.warmup_steps, args.steps)
-        configs = (
-            grid(args.tasks, args.encodings, args.seeds, steps=args.steps, warmup_steps=warmup)
-            if args.grid == "main"
-            else chosen.runs()
-        )
+        for name in dict.fromkeys(args.grid):
+            chosen = EXPERIMENTS[name]
+            configs = (
+                grid(args.tasks, args.encodings, args.seeds, steps=args.steps, warmup_steps=warmup)
+                if name == "main"
+                else chosen.runs()
+            )
+            by_folder.setdefault(chosen.results_dir(args.results), []).extend(configs)
     except ValueError as e:
         p.error(str(e))
-    results = chosen.results_dir(args.results)
-    t0 = time.perf_counter()
-    todo = sum(not record_path(results, c).exists() for c in configs)
-    if args.scheduler:
-        from distributed import Client
+    for results, configs in by_folder.items():
+        configs = list({c.hash: c for c in configs}.values())  # a run listed by two sets trains once
+        t0 = time.perf_counter()
+        todo = sum(not record_path(results, c).exists() for c in configs)
+        if args.scheduler:
+            from distributed import Client
 
-        with Client(args.scheduler) as client:
-            recs = sweep(configs, results, executor=client.get_executor())
-    else:
-        recs = sweep(configs, results, max_workers=args.workers)
-    print(
-        f"{len(recs)} runs in {results}, {todo} trained now ({time.perf_counter() - t0:.0f} s wall; "
-        f"logged in {results / 'sweeps.jsonl'})"
-    )
+            with Client(args.scheduler) as client:
+                recs = sweep(configs, results, executor=client.get_executor())
+        else:
+            recs = sweep(configs, results, max_workers=args.workers)
+        print(
+            f"{len(recs)} runs in {results}, {todo} trained now ({time.perf_counter() - t0:.0f} s wall; "
+            f"logged in {results / 'sweeps.jsonl'})"
+        )
 
 
 def _bench_train_arguments(bt: argparse.ArgumentParser) -> None:

@@ -266,6 +266,17 @@ def test_command_line_sweeps_a_named_grid_into_its_own_folder(tmp_path, monkeypa
     assert "1 trained now" in capsys.readouterr().out
 
 
+def test_named_grids_that_share_a_folder_share_one_pool_and_train_a_shared_run_once(tmp_path, monkeypatch):
+    a, b, c = tiny(steps=5, seed=0), tiny(steps=5, seed=1), tiny(steps=5, seed=2)
+    monkeypatch.setitem(L.EXPERIMENTS, "set-a", L.Experiment("set-a", lambda: [a, b], "shared", "10"))
+    monkeypatch.setitem(L.EXPERIMENTS, "set-b", L.Experiment("set-b", lambda: [b, c], "shared", "10"))
+    monkeypatch.setitem(L.EXPERIMENTS, "set-c", L.Experiment("set-c", lambda: [a], "elsewhere", "10"))
+    calls = []
+    monkeypatch.setattr(L, "sweep", lambda configs, results, **kw: calls.append((results, configs)) or configs)
+    L.main(["sweep", "--grid", "set-a", "set-b", "set-c", "--results", str(tmp_path)])
+    assert [(r.name, [x.seed for x in cs]) for r, cs in calls] == [("shared", [0, 1, 2]), ("elsewhere", [0])]
+
+
 def test_the_sinusoidal_ablation_changes_one_setting_per_run_within_its_budget():
     configs = L.sinusoidal_ablation()
     base = L.make_run("copy", "sinusoidal", 0).to_dict()
