@@ -2576,7 +2576,7 @@ def plot_encodings(path: Path | None = None):
 PUBLISHED_DIR = RESULTS_DIR / "published"
 
 
-def load_grid(
+def load_records(
     configs: Sequence[RunConfig] | None = None, results_dir: str | Path = RESULTS_DIR
 ) -> list[dict[str, Any]]:
     """The records of `configs` (default: the study's grid); names what is missing or corrupt."""
@@ -3937,7 +3937,7 @@ class PCFG(Task):
 PAPER_TASKS = ("addition", "sorting", "summation", "parity", "polynomial", "lego")
 
 
-def task_grid(
+def paper_split_runs(
     task: str, encodings: Sequence[str] | None = None, seeds: Sequence[int] = range(3), **overrides: Any
 ) -> list[RunConfig]:
     """One task's runs as the paper splits it: sizes up to the task's L for training, evaluation
@@ -3956,11 +3956,11 @@ def task_grid(
 # gain; addition, polynomial evaluation and PCFG went to the pilot's larger models instead (below).
 LONGER_STEPS: dict[str, int] = {"lego": 10_000}
 
-register_experiment("paper-tasks", lambda: [c for t in PAPER_TASKS for c in task_grid(t)], ".", "07_paper_tasks")
+register_experiment("paper-tasks", lambda: [c for t in PAPER_TASKS for c in paper_split_runs(t)], ".", "07_paper_tasks")
 for _t in (*PAPER_TASKS, "scan", "pcfg"):  # one task's runs
-    register_experiment(_t, lambda t=_t: task_grid(t), ".", "07_paper_tasks")
+    register_experiment(_t, lambda t=_t: paper_split_runs(t), ".", "07_paper_tasks")
 for _t, _n in LONGER_STEPS.items():
-    register_experiment(f"{_t}-longer", lambda t=_t, n=_n: task_grid(t, steps=n), ".", "07_paper_tasks")
+    register_experiment(f"{_t}-longer", lambda t=_t, n=_n: paper_split_runs(t, steps=n), ".", "07_paper_tasks")
 del _t, _n
 
 # The four tasks not learned at the study's settings, even with twice the steps, get a larger model
@@ -3980,7 +3980,7 @@ def pilot_run(task: str, encoding: str, shape: str, **overrides: Any) -> RunConf
     if shape not in PILOT_SHAPES:
         raise _unknown("pilot shape", shape, PILOT_SHAPES)
     settings = {**PILOT_SHAPES[shape], "task_options": PAPER_FORMAT.get(task, {}), **overrides}
-    return task_grid(task, [encoding], [0], **settings)[0]
+    return paper_split_runs(task, [encoding], [0], **settings)[0]
 
 
 # The pilot's runs, in the order they were tried: (task, encoding, shape, other settings).
@@ -4021,17 +4021,17 @@ CHOSEN_SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def chosen_grid(task: str, seeds: Sequence[int] = range(3)) -> list[RunConfig]:
+def chosen_shape_runs(task: str, seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     """The 6 encodings x 3 seeds of `task` in its chosen shape and the paper's format."""
     if task not in CHOSEN_SHAPES:
         raise _unknown("task with a chosen shape", task, CHOSEN_SHAPES)
     shape, changed = CHOSEN_SHAPES[task]
     settings = {**PILOT_SHAPES[shape], "task_options": PAPER_FORMAT.get(task, {}), **changed}
-    return task_grid(task, seeds=seeds, **settings)
+    return paper_split_runs(task, seeds=seeds, **settings)
 
 
 for _t, (_shape, _) in CHOSEN_SHAPES.items():
-    register_experiment(f"{_t}-{_shape}", lambda t=_t: chosen_grid(t), ".", "07_paper_tasks")
+    register_experiment(f"{_t}-{_shape}", lambda t=_t: chosen_shape_runs(t), ".", "07_paper_tasks")
 del _t, _shape
 
 
@@ -4062,7 +4062,7 @@ def pilot_table(copy_run: float, results_dir: str | Path | None = None):
 def pilot_and_chosen_compute(pilot, copy_run: float):
     """The compute of the pilot (`pilot_table`'s rows) and of each chosen model's grid: runs,
     runs trained, copy runs; and a total row."""
-    grids = {f"{t}, chosen model": chosen_grid(t) for t in CHOSEN_SHAPES}
+    grids = {f"{t}, chosen model": chosen_shape_runs(t) for t in CHOSEN_SHAPES}
     rows = {"pilot": (len(pilot), int(pilot["in distribution (%)"].notna().sum()), pilot["copy runs"].sum())}
     for name, cfgs in grids.items():
         flops = sum(run_compute_flops(c, sample_steps=100) for c in cfgs)
@@ -4074,11 +4074,11 @@ def pilot_and_chosen_compute(pilot, copy_run: float):
 
 # The runs that stand for each task from here on: the chosen shape's grid where the pilot chose
 # one, LEGO's longer grid (neither shape of the pilot learns it), else the task's grid.
-def standing_grid(task: str) -> list[RunConfig]:
+def ranked_runs(task: str) -> list[RunConfig]:
     """The 6 encodings x 3 seeds that stand for `task` in notebook 07's tables and rankings."""
     if task in CHOSEN_SHAPES:
-        return chosen_grid(task)
-    return task_grid(task, steps=LONGER_STEPS[task]) if task == "lego" else task_grid(task)
+        return chosen_shape_runs(task)
+    return paper_split_runs(task, steps=LONGER_STEPS[task]) if task == "lego" else paper_split_runs(task)
 
 
 def in_distribution_goal(df, median_bar: float = 0.95, seed_bar: float = 0.90, seeds: int = 3):
@@ -5820,7 +5820,9 @@ def scratchpad_addition(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     """Addition with the step outputs, 6 encodings x 3 seeds, seed-major, on its chosen model."""
     shape, changed = CHOSEN_SHAPES["addition"]
     options = {"format": "paper", "scratchpad": "o"}
-    return task_grid("addition", seeds=seeds, eval_max_len=16, task_options=options, **PILOT_SHAPES[shape], **changed)
+    return paper_split_runs(
+        "addition", seeds=seeds, eval_max_len=16, task_options=options, **PILOT_SHAPES[shape], **changed
+    )
 
 
 register_experiment("scratchpad-addition", scratchpad_addition, "scratchpads", "10_scratchpads")
@@ -5850,10 +5852,12 @@ def scratchpad_run(task: str, components: str, encoding: str = "nope", seed: int
     else:
         settings = {}
     if components == "none":
-        return task_grid(task, [encoding], [seed], task_options=PAPER_FORMAT.get(task, {}), **settings | overrides)[0]
+        return paper_split_runs(
+            task, [encoding], [seed], task_options=PAPER_FORMAT.get(task, {}), **settings | overrides
+        )[0]
     options = {**PAPER_FORMAT.get(task, {}), "scratchpad": components}
     top = 2 * get_task(task).train_max_size
-    return task_grid(task, [encoding], [seed], eval_max_len=top, task_options=options, **settings | overrides)[0]
+    return paper_split_runs(task, [encoding], [seed], eval_max_len=top, task_options=options, **settings | overrides)[0]
 
 
 SCRATCHPAD_COST_FORMATS: dict[str, tuple[str, ...]] = {
@@ -5951,11 +5955,11 @@ def paper_scratchpad_addition(path: Path | None = None):
 
 
 # Experiment 1 against its control: each scratchpad run beside the run of the same encoding and seed
-# that writes the answer alone, on the same model, steps and prompts (`chosen_grid("addition")`).
+# that writes the answer alone, on the same model, steps and prompts (`chosen_shape_runs("addition")`).
 def scratchpad_pairs(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR):
     """(scratchpad run, its control run, scratchpad record or None, control record or None) for each
     run of experiment 1, seed-major."""
-    controls = {(c.encoding, c.seed): c for c in chosen_grid("addition")}
+    controls = {(c.encoding, c.seed): c for c in chosen_shape_runs("addition")}
     out = []
     for cfg in scratchpad_addition():
         control = controls[cfg.encoding, cfg.seed]
@@ -6582,7 +6586,7 @@ def column_attention(model: DecoderOnlyLM, task: Task, n: int, count: int = 64, 
     return pd.DataFrame(rows)
 
 
-def grid_addition_curves(results_dir: str | Path = RESULTS_DIR):
+def ten_task_addition_curves(results_dir: str | Path = RESULTS_DIR):
     """Exact match against digits for the ten-task grid's addition runs (the paper's format, deep
     shape) that have landed: encoding, seed, n, exact_match."""
     chosen = experiment("addition-deep")

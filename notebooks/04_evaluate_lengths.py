@@ -28,7 +28,7 @@ import pandas as pd
 import lengen_helpers as L
 
 pd.set_option("display.width", 200)
-records = L.load_grid()
+records = L.load_records()
 df = L.exact_match_frame(records)
 print(f"{len(records)} runs: {df['task'].nunique()} tasks x {df['encoding'].nunique()} encodings x "
       f"{df['seed'].nunique()} seeds, lengths {df['n'].min()}-{df['n'].max()}")
@@ -200,7 +200,7 @@ print(f"trained in {log['wall_s'].sum():.0f} s of wall time with {log['workers']
 
 # %%
 grid_sin = [r for r in records if r["config"]["model"]["encoding"] == "sinusoidal"]
-settings = L.settings_frame(grid_sin + L.load_grid(ablation, L.ABLATION_DIR))
+settings = L.settings_frame(grid_sin + L.load_records(ablation, L.ABLATION_DIR))
 L.summary_table(settings)
 
 # %%

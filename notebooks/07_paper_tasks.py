@@ -52,7 +52,7 @@ TASKS = (*L.PAPER_TASKS, "scan", "pcfg")
 # %% [markdown]
 # ## The tasks, one example each
 #
-# Each in the format of the runs that stand for it below (`L.standing_grid`): addition in the
+# Each in the format of the runs that stand for it below (`L.ranked_runs`): addition in the
 # paper's format, the others in ours. Where our formats differ from the paper's (its public code,
 # McGill-NLP/length-generalization; the figures we quote from it are in `results/published/`), the
 # list after the examples says how and why.
@@ -60,7 +60,7 @@ TASKS = (*L.PAPER_TASKS, "scan", "pcfg")
 # %%
 examples = []
 for name in TASKS:
-    task = L.standing_grid(name)[0].make_task()
+    task = L.ranked_runs(name)[0].make_task()
     n = 4 if task.has_size(4) else task.train_max_size
     tokens, _ = L.make_sequences(task, n, 1, L.eval_generator(task.key, n, L.RunConfig.eval_seed))
     row = [t for t in tokens[0].tolist() if t != L.PAD]
@@ -99,12 +99,12 @@ pd.DataFrame(examples).set_index("task")
 # Three kinds of runs, each a record in `results/`: the grids of the study's model (5,000 steps,
 # and 10,000 for LEGO, `L.LONGER_STEPS`); the pilot that chose a
 # larger model for the four tasks still not learned (below); and the grids of the chosen models.
-# The runs that stand for each task from here on (`L.standing_grid`): the chosen model's grid for
+# The runs that stand for each task from here on (`L.ranked_runs`): the chosen model's grid for
 # addition and polynomial evaluation, LEGO's 10,000-step grid, and the study's 5,000-step grid
 # for the rest.
 
 # %%
-standing = {name: L.standing_grid(name) for name in TASKS}
+standing = {name: L.ranked_runs(name) for name in TASKS}
 records, complete = {}, []
 for name, cfgs in standing.items():
     records[name], missing = L.load_available(cfgs)
@@ -121,8 +121,8 @@ df = L.exact_match_frame([r for rs in records.values() for r in rs])
 # evaluation, LEGO and PCFG (best encoding, mean over seeds, at the training sizes; % exact match):
 
 # %%
-tried = {(t, 5_000): L.task_grid(t) for t in ("addition", "polynomial", "lego", "pcfg")}
-tried |= {(t, steps): L.task_grid(t, steps=steps) for t, steps in L.LONGER_STEPS.items()}
+tried = {(t, 5_000): L.paper_split_runs(t) for t in ("addition", "polynomial", "lego", "pcfg")}
+tried |= {(t, steps): L.paper_split_runs(t, steps=steps) for t, steps in L.LONGER_STEPS.items()}
 pd.concat({f"{t}, {steps:,} steps": L.learned_in_distribution(L.exact_match_frame(L.load_available(cfgs)[0]))
            for (t, steps), cfgs in sorted(tried.items())}).droplevel(1)
 
@@ -155,7 +155,7 @@ pilot.round({"copy runs": 1, "wall (min)": 1, "in distribution (%)": 1})
 
 # %%
 spent = L.pilot_and_chosen_compute(pilot, copy_run)
-pcfg_deep, pcfg_runs = pilot[pilot["task"] == "pcfg"].iloc[0], len(L.standing_grid("pcfg"))
+pcfg_deep, pcfg_runs = pilot[pilot["task"] == "pcfg"].iloc[0], len(L.ranked_runs("pcfg"))
 print(f"a PCFG grid of the deep shape: {pcfg_runs * pcfg_deep['copy runs']:.0f} copy runs at 10,000 steps (where "
       f"the pilot reached {pcfg_deep['in distribution (%)']:.1f}%), {2 * pcfg_runs * pcfg_deep['copy runs']:.0f} "
       f"at 20,000, against {spent.loc['total', 'copy runs']:.0f} for the pilot and the chosen grids together")
@@ -170,7 +170,7 @@ spent.round(1)
 # (seeds 0-2 of its five).
 
 # %%
-grid = L.exact_match_frame(L.load_grid(L.grid(seeds=range(3))))
+grid = L.exact_match_frame(L.load_records(L.grid(seeds=range(3))))
 every = pd.concat([grid, df], ignore_index=True)
 goal = L.in_distribution_goal(every)
 print(f"{int(goal['meets goal'].sum())} of {len(goal)} (task, encoding) pairs meet the goal")

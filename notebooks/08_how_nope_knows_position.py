@@ -185,7 +185,7 @@ summary.unstack("probe").droplevel("seed").rename(index=L.label, level="encoding
 # exact match stays at or above 50%, and the last input position its answer reaches.
 
 # %%
-grid0 = L.exact_match_frame(L.load_grid(L.grid(seeds=[0])))
+grid0 = L.exact_match_frame(L.load_records(L.grid(seeds=[0])))
 cliff = L.exact_match_cliff(grid0)
 cliff.set_index(["task", "encoding"]).drop(columns="seed").rename(index=L.label, level="encoding")
 

@@ -134,7 +134,7 @@ if goal["trained"].all():
     print(f"Longest size held at >= 90% at every size up to it, tried to 64 digits: {held} (worst seed)")
 
 # %%
-curves, grid = L.addition_curves(), L.grid_addition_curves()
+curves, grid = L.addition_curves(), L.ten_task_addition_curves()
 fig = L.plot_addition_lengths(curves, grid, paper_nope, L.FIGURES_DIR / "11_addition_lengths.png")
 plt.show()
 

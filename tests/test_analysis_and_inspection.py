@@ -53,7 +53,7 @@ def test_in_distribution_misses_are_listed():
 
 def test_load_grid_names_what_is_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"60 of 60 runs have no record .*copy-nope-s0"):
-        L.load_grid(results_dir=tmp_path)
+        L.load_records(results_dir=tmp_path)
 
 
 @pytest.mark.results
@@ -300,7 +300,7 @@ def test_setting_changes_name_what_a_run_changes_from_the_grid():
 def test_each_task_is_ranked_at_its_own_test_sizes_and_incomplete_columns_are_left_out():
     def rec(task, encoding, seed, em):
         r = fake_record(task, encoding, seed, em)
-        r["config"] = L.task_grid(task, [encoding], [seed])[0].to_dict() if task != "copy" else r["config"]
+        r["config"] = L.paper_split_runs(task, [encoding], [seed])[0].to_dict() if task != "copy" else r["config"]
         return r
 
     # on addition (L = 8, tested at 9-16) rope beats nope; on copy (tested at 17-32) nope beats rope
@@ -318,7 +318,7 @@ def test_each_task_is_ranked_at_its_own_test_sizes_and_incomplete_columns_are_le
     assert rr.loc[("addition", 0), "rope"] == 1.0 and rr.loc[("copy", 0), "nope"] == 1.0
     learned = L.learned_in_distribution(df)
     assert learned["learned"].all() and learned.loc["addition", "best in-distribution exact match (%)"] == 100.0
-    recs, missing = L.load_available(L.task_grid("parity", ["nope"], [7]), results_dir="/nonexistent")
+    recs, missing = L.load_available(L.paper_split_runs("parity", ["nope"], [7]), results_dir="/nonexistent")
     assert recs == [] and missing == ["parity-nope-s7"]
 
 

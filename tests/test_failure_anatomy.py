@@ -59,7 +59,7 @@ def test_failure_anatomy_names_the_first_error(step, instead, kind):
 def test_failure_anatomy_exact_match_is_the_records():
     cfg = L.make_run("copy", "nope", 0)
     model = L.load_model("copy", "nope", 0)
-    record = L.load_grid([cfg])[0]
+    record = L.load_records([cfg])[0]
     for n in (17, 20):
         assert L.failure_anatomy(model, "copy", n)["exact_match"] == record["exact_match"][str(n)]
 

@@ -55,7 +55,7 @@ def test_generated_sequences_have_n_calls_and_parse_back_to_their_answer(n):
 
 def test_the_productivity_split_and_the_sizes():
     task = L.get_task("pcfg")
-    cfg = L.task_grid("pcfg", ["nope"], [0])[0]
+    cfg = L.paper_split_runs("pcfg", ["nope"], [0])[0]
     assert (cfg.train_max_len, cfg.eval_max_len) == (8, 16) and task.sequence_length(16) <= 128
     with pytest.raises(ValueError, match="task 'pcfg' has sizes 1 to 16; got size 17"):
         L.make_sequences(task, 17, 1, torch.Generator())

@@ -175,11 +175,11 @@ def test_the_in_distribution_goal_is_a_median_over_seeds_with_no_seed_below_the_
 
 def test_each_task_has_one_standing_grid_of_six_encodings_and_three_seeds():
     for task in (*L.PAPER_TASKS, "scan", "pcfg"):
-        grid = L.standing_grid(task)
+        grid = L.ranked_runs(task)
         assert len(grid) == 18 and {c.encoding for c in grid} == set(L.encoding_names())
-    assert L.standing_grid("addition") == L.chosen_grid("addition")
-    assert L.standing_grid("addition")[0].make_task().key == "addition.paper"
-    assert L.standing_grid("lego")[0].steps == L.LONGER_STEPS["lego"]
+    assert L.ranked_runs("addition") == L.chosen_shape_runs("addition")
+    assert L.ranked_runs("addition")[0].make_task().key == "addition.paper"
+    assert L.ranked_runs("lego")[0].steps == L.LONGER_STEPS["lego"]
 
 
 def test_the_pilot_table_lists_every_run_tried_with_its_compute(monkeypatch):

@@ -50,7 +50,7 @@ def test_the_length_split_keeps_every_test_command_out_of_training():
     assert task.sizes(20, 30) == [20, 21, 22, 24, 25, 26, 27, 28, 30]  # some lengths have no command
     with pytest.raises(ValueError, match=r"task 'scan' has sizes 1 to 48 \(not every size between\); got size 23"):
         L.make_sequences(task, 23, 2, torch.Generator())
-    cfg = L.task_grid("scan", ["nope"], [0])[0]
+    cfg = L.paper_split_runs("scan", ["nope"], [0])[0]
     assert (cfg.train_max_len, cfg.eval_max_len) == (25, 48)
     drawn = L.training_lengths(
         L.make_run("scan", "nope", 0, train_max_len=25, eval_max_len=48, batch_size=4000),

@@ -15,7 +15,7 @@ def test_experiment_one_holds_the_pilots_run_and_pairs_each_run_with_its_grid_co
     assert len(runs) == 18 and len({c.hash for c in runs}) == 18
     assert [c.seed for c in runs] == sorted(c.seed for c in runs)  # seed-major
     assert runs[0].hash == L.scratchpad_pilot()[-1].hash  # the pilot's outputs-only run: one record
-    controls = {c.hash for c in L.chosen_grid("addition")}
+    controls = {c.hash for c in L.chosen_shape_runs("addition")}
     for cfg, control, _, _ in L.scratchpad_pairs():
         assert control.hash in controls and (control.encoding, control.seed) == (cfg.encoding, cfg.seed)
         assert control.task_options == {"format": "paper"} and cfg.task_options["scratchpad"] == "o"
@@ -25,7 +25,7 @@ def test_experiment_one_holds_the_pilots_run_and_pairs_each_run_with_its_grid_co
 @pytest.mark.parametrize("task", L.SCRATCHPAD_TASKS)
 def test_a_scratchpad_run_is_its_grid_run_with_the_scratchpad(task):
     plain, pad = L.scratchpad_run(task, "none", "t5", 1), L.scratchpad_run(task, "o", "t5", 1)
-    grid = L.chosen_grid(task, [1]) if task in L.CHOSEN_SHAPES else L.task_grid(task, seeds=[1])
+    grid = L.chosen_shape_runs(task, [1]) if task in L.CHOSEN_SHAPES else L.paper_split_runs(task, seeds=[1])
     assert plain.hash in {c.hash for c in grid}
     assert L.record_path(L.RESULTS_DIR, plain).exists()  # the control is trained and committed
     assert pad.task_options["scratchpad"] == "o" and pad.eval_max_len == 16

@@ -137,13 +137,13 @@ def test_the_pilot_runs_each_task_in_the_paper_s_format_with_a_named_shape():
 
 
 def test_a_chosen_grid_holds_the_pilot_s_runs_of_its_shape():
-    grid = L.chosen_grid("polynomial")
+    grid = L.chosen_shape_runs("polynomial")
     assert len(grid) == 18 and {c.model.n_layers for c in grid} == {6} and {c.steps for c in grid} == {10_000}
     pilot = {c.hash for c in L.ten_task_pilot()}
     assert sum(c.hash in pilot for c in grid) == 2  # NoPE and sinusoidal, seed 0: trained once, used twice
     assert "polynomial-deep" in L.EXPERIMENTS and "addition-deep" in L.EXPERIMENTS
-    addition = L.chosen_grid("addition")
+    addition = L.chosen_shape_runs("addition")
     assert {c.lr for c in addition} == {2e-3} and {c.task_options["format"] for c in addition} == {"paper"}
     assert sum(c.hash in pilot for c in addition) == 1  # the pilot's NoPE run at 2e-3
     with pytest.raises(ValueError, match="unknown task with a chosen shape 'copy'"):
-        L.chosen_grid("copy")
+        L.chosen_shape_runs("copy")
