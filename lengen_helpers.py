@@ -5978,41 +5978,46 @@ def _pooled(exact_match: Mapping[str, float], sizes: Sequence[int], weights: Ten
     return float(w @ p), float((w**2 * p * (1 - p)).sum() / per)
 
 
+def _effect_row(cfg: RunConfig, control: RunConfig, rec: dict, ctl: dict, learned_bar: float) -> dict[str, Any]:
+    """Exact match (%) in distribution (the training sizes) and out of it (the sizes after them,
+    up to the scratchpad run's top), each pooled as the paper pools its test examples
+    (`Task.size_weights`), with the scratchpad and without; the difference, its standard error
+    (independent binomials, each run's sums a size) and whether the scratchpad helps: out of
+    distribution higher by more than two standard errors; and whether each run learned the task
+    in distribution (at least `learned_bar`)."""
+    task = cfg.make_task()
+    inside = task.sizes(cfg.train_min_len, cfg.train_max_len)
+    outside = task.sizes(cfg.train_max_len + 1, cfg.eval_max_len)
+    row: dict[str, Any] = {"encoding": cfg.encoding, "seed": cfg.seed}
+    var = 0.0
+    for name, r, per in (("with", rec, cfg.eval_per_length), ("without", ctl, control.eval_per_length)):
+        row[f"in distribution {name} (%)"] = 100 * _pooled(r["exact_match"], inside, task.size_weights(inside), per)[0]
+        ood, v = _pooled(r["exact_match"], outside, task.size_weights(outside), per)
+        row[f"OOD {name} (%)"], var = 100 * ood, var + v
+    row["OOD difference (points)"] = row["OOD with (%)"] - row["OOD without (%)"]
+    row["standard error (points)"] = 100 * math.sqrt(var)
+    row["helps"] = row["OOD difference (points)"] > 2 * row["standard error (points)"]
+    row["learned with it"] = row["in distribution with (%)"] >= 100 * learned_bar
+    row["learned without it"] = row["in distribution without (%)"] >= 100 * learned_bar
+    return row
+
+
+EFFECT_COLUMNS = ["encoding", "seed", "in distribution with (%)", "in distribution without (%)", "OOD with (%)"]
+EFFECT_COLUMNS += ["OOD without (%)", "OOD difference (points)", "standard error (points)", "helps", "learned with it"]
+
+
 def scratchpad_effect(
-    results_dir: str | Path = SCRATCHPAD_DIR,
-    control_dir: str | Path = RESULTS_DIR,
-    train_max: int = 8,
-    top: int = 16,
-    learned_bar: float = 0.9,
+    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, learned_bar: float = 0.9
 ):
-    """One row per trained run of experiment 1: exact match (%) in distribution (sizes 1-8) and out
-    of it (9-16), each pooled as the paper pools its test examples (a size weighs by its pairs of
-    digit counts, 2n - 1), with the step outputs and without; the difference, its standard error
-    (independent binomials, 256 sums a size) and whether the scratchpad helps: out of distribution
-    higher by more than two standard errors; and whether the scratchpad run learned the task in
-    distribution (at least `learned_bar`)."""
-    rows = []
-    for cfg, _, rec, ctl in scratchpad_pairs(results_dir, control_dir):
-        if rec is None or ctl is None:
-            continue
-        task, per = cfg.make_task(), cfg.eval_per_length
-        inside, outside = list(range(1, train_max + 1)), list(range(train_max + 1, top + 1))
-        row: dict[str, Any] = {"encoding": cfg.encoding, "seed": cfg.seed}
-        var = 0.0
-        for name, r in (("with", rec), ("without", ctl)):
-            row[f"in distribution {name} (%)"] = (
-                100 * _pooled(r["exact_match"], inside, task.size_weights(inside), per)[0]
-            )
-            ood, v = _pooled(r["exact_match"], outside, task.size_weights(outside), per)
-            row[f"OOD {name} (%)"], var = 100 * ood, var + v
-        row["OOD difference (points)"] = row["OOD with (%)"] - row["OOD without (%)"]
-        row["standard error (points)"] = 100 * math.sqrt(var)
-        row["helps"] = row["OOD difference (points)"] > 2 * row["standard error (points)"]
-        row["learned with it"] = row["in distribution with (%)"] >= 100 * learned_bar
-        rows.append(row)
-    columns = ["encoding", "seed", "in distribution with (%)", "in distribution without (%)", "OOD with (%)"]
-    columns += ["OOD without (%)", "OOD difference (points)", "standard error (points)", "helps", "learned with it"]
-    return pd.DataFrame(rows, columns=columns)
+    """One row per trained run of experiment 1 (`_effect_row`): addition with the step outputs
+    against the answer alone, in distribution 1-8 digits, out of it 9-16, a size weighing by its
+    pairs of digit counts (2n - 1) as in the paper's test files."""
+    rows = [
+        _effect_row(cfg, control, rec, ctl, learned_bar)
+        for cfg, control, rec, ctl in scratchpad_pairs(results_dir, control_dir)
+        if rec is not None and ctl is not None
+    ]
+    return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 
 def scratchpad_verdicts(effect, seeds: int = 3):
@@ -6033,6 +6038,74 @@ def scratchpad_verdicts(effect, seeds: int = 3):
         row = {"encoding": label(enc), "seeds trained": len(got), "learned in distribution": len(learned)}
         rows.append(row | {"seeds it helps": helped, "verdict": verdict})
     return pd.DataFrame(rows).set_index("encoding")
+
+
+# Experiment 2 against its controls: each other task's scratchpad run beside its grid's run of the
+# same encoding and seed (notebook 07's), which writes the answer alone.
+def scratchpad_task_effect(
+    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, learned_bar: float = 0.9
+):
+    """One row per run of experiment 2 (trained or not): task, format, encoding, seed, whether it
+    is trained, the `_effect_row` columns where it is, and the verdict in words: "helps", "no
+    measurable gain", "not learned with it" or "control not learned" (neither of the last two is
+    ranked), or "not trained yet". Out of distribution is L+1 to 2L, the paper's test range."""
+    rows = []
+    for cfg in scratchpad_tasks():
+        control = scratchpad_run(cfg.task, "none", cfg.encoding, cfg.seed)
+        head = {"task": cfg.task, "format": cfg.task_options["scratchpad"]}
+        paths = record_path(Path(results_dir), cfg), record_path(Path(control_dir), control)
+        if not all(p.exists() for p in paths):
+            rows.append(head | {"encoding": cfg.encoding, "seed": cfg.seed, "verdict": "not trained yet"})
+            continue
+        row = head | _effect_row(cfg, control, *(read_record(p) for p in paths), learned_bar)
+        if not row["learned with it"]:
+            row["verdict"] = "not learned with it"
+        elif not row["learned without it"]:
+            row["verdict"] = "control not learned"
+        else:
+            row["verdict"] = "helps" if row["helps"] else "no measurable gain"
+        rows.append(row)
+    columns = ["task", "format", *EFFECT_COLUMNS, "verdict"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+# Experiment 3: addition, NoPE, seed 0, from the step outputs one component added at a time.
+def scratchpad_format_table(
+    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, learned_bar: float = 0.9
+):
+    """Addition, NoPE, seed 0, per format ("none", "o", then `SCRATCHPAD_COMPONENTS`): whether
+    trained, exact match (%) in distribution and out of it (pooled as in `scratchpad_effect`), the
+    out-of-distribution difference from "o" with its standard error, and whether that difference
+    exceeds two of them (the format matters)."""
+    formats = ["none", "o", *SCRATCHPAD_COMPONENTS]
+    cfgs = {f: scratchpad_run("addition", f) for f in formats}
+    dirs = {f: control_dir if f == "none" else results_dir for f in formats}
+    recs = {f: read_record(p) if (p := record_path(Path(dirs[f]), c)).exists() else None for f, c in cfgs.items()}
+    base, task = cfgs["o"], cfgs["o"].make_task()
+    inside = task.sizes(base.train_min_len, base.train_max_len)
+    outside = task.sizes(base.train_max_len + 1, base.eval_max_len)
+    pooled = {
+        f: (_pooled(r["exact_match"], inside, task.size_weights(inside), cfgs[f].eval_per_length)[0],)
+        + _pooled(r["exact_match"], outside, task.size_weights(outside), cfgs[f].eval_per_length)
+        for f, r in recs.items()
+        if r is not None
+    }
+    rows = []
+    for f in formats:
+        row: dict[str, Any] = {"format": f, "trained": f in pooled}
+        if f in pooled:
+            ind, ood, var = pooled[f]
+            row |= {"in distribution (%)": 100 * ind, "OOD (%)": 100 * ood}
+            row["learned"] = ind >= learned_bar
+            if f not in ("o", "none") and "o" in pooled:
+                row["OOD vs o (points)"] = 100 * (ood - pooled["o"][1])
+                row["standard error (points)"] = 100 * math.sqrt(var + pooled["o"][2])
+                row["differs from o"] = abs(row["OOD vs o (points)"]) > 2 * row["standard error (points)"]
+        rows.append(row)
+    columns = ["format", "trained", "in distribution (%)", "OOD (%)", "learned", "OOD vs o (points)"]
+    return (
+        pd.DataFrame(rows).reindex(columns=columns + ["standard error (points)", "differs from o"]).set_index("format")
+    )
 
 
 def scratchpad_curves(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, top: int = 16):

@@ -165,3 +165,49 @@ def test_step_attention_reads_the_columns_each_step_adds(monkeypatch):
     with pytest.raises(ValueError, match="step outputs alone"):
         L.step_attention(model, L.get_task("addition", {"format": "paper", "scratchpad": "co"}), 4)
     assert batch.tokens.shape[0] == 8
+
+
+def test_the_other_tasks_rank_only_runs_learned_with_and_without_the_scratchpad(tmp_path):
+    pad, ctl = tmp_path / "pad", tmp_path / "ctl"
+    runs = {(c.task, c.task_options["scratchpad"], c.encoding): c for c in L.scratchpad_tasks()}
+    top = {t: L.scratchpad_run(t, "o").eval_max_len for t in L.SCRATCHPAD_TASKS}
+    train_max = {t: L.scratchpad_run(t, "o").train_max_len for t in L.SCRATCHPAD_TASKS}
+
+    def em(task, inside, outside):
+        return {str(n): inside if n <= train_max[task] else outside for n in range(1, 3 * top[task])}
+
+    cases = {  # (task, format, encoding): (with it in / out, without it in / out)
+        ("parity", "o", "nope"): ((1.0, 0.6), (1.0, 0.5)),  # helps: 10 points, far beyond two errors
+        ("parity", "o", "t5"): ((1.0, 0.501), (1.0, 0.5)),  # inside two standard errors
+        ("sorting", "o", "nope"): ((0.5, 0.9), (1.0, 0.0)),  # not learned with it: never "helps"
+        ("summation", "o", "nope"): ((1.0, 0.9), (0.4, 0.0)),  # the control not learned
+    }
+    for key, ((wi, wo), (ci, co)) in cases.items():
+        cfg = runs[key]
+        write_record(pad, cfg, em(key[0], wi, wo))
+        write_record(ctl, L.scratchpad_run(cfg.task, "none", cfg.encoding, cfg.seed), em(key[0], ci, co))
+    table = L.scratchpad_task_effect(pad, ctl).set_index(["task", "format", "encoding"])
+    assert len(table) == len(runs)
+    verdicts = table["verdict"].to_dict()
+    assert verdicts[("parity", "o", "nope")] == "helps"
+    assert verdicts[("parity", "o", "t5")] == "no measurable gain"
+    assert verdicts[("sorting", "o", "nope")] == "not learned with it"
+    assert verdicts[("summation", "o", "nope")] == "control not learned"
+    assert verdicts[("polynomial", "o", "t5")] == "not trained yet"
+    assert table.loc[("parity", "o", "nope"), "OOD with (%)"] == pytest.approx(60.0)  # L+1..2L, alike
+    assert table.loc[("parity", "o", "nope"), "in distribution without (%)"] == pytest.approx(100.0)
+
+
+def test_the_format_table_compares_each_added_component_with_the_step_outputs(tmp_path):
+    pad, ctl = tmp_path / "pad", tmp_path / "ctl"
+    w = [2 * n - 1 for n in range(9, 17)]
+    write_record(pad, L.scratchpad_run("addition", "o"), {str(n): 1.0 if n <= 8 else 0.1 for n in range(1, 17)})
+    write_record(pad, L.scratchpad_run("addition", "co"), {str(n): 1.0 if n <= 8 else 0.3 for n in range(1, 17)})
+    write_record(ctl, L.scratchpad_run("addition", "none"), {str(n): 0.9 if n <= 8 else 0.0 for n in range(1, 25)})
+    table = L.scratchpad_format_table(pad, ctl)
+    assert table["trained"].tolist() == [True, True, True, False]  # none, o, co, ov
+    assert table.loc["co", "OOD vs o (points)"] == pytest.approx(20.0)
+    se = 100 * (sum(x**2 for x in w) / sum(w) ** 2 * (0.3 * 0.7 + 0.1 * 0.9) / 256) ** 0.5
+    assert table.loc["co", "standard error (points)"] == pytest.approx(se)
+    assert bool(table.loc["co", "differs from o"]) and pd.isna(table.loc["ov", "OOD (%)"])
+    assert table.loc["none", "in distribution (%)"] == pytest.approx(90.0)
