@@ -6047,8 +6047,9 @@ def scratchpad_task_effect(
 ):
     """One row per run of experiment 2 (trained or not): task, format, encoding, seed, whether it
     is trained, the `_effect_row` columns where it is, and the verdict in words: "helps", "no
-    measurable gain", "not learned with it" or "control not learned" (neither of the last two is
-    ranked), or "not trained yet". Out of distribution is L+1 to 2L, the paper's test range."""
+    measurable gain", "hurts" (lower by more than two standard errors), "not learned with it" or
+    "control not learned" (neither of these two is ranked), or "not trained yet". Out of
+    distribution is L+1 to 2L, the paper's test range."""
     rows = []
     for cfg in scratchpad_tasks():
         control = scratchpad_run(cfg.task, "none", cfg.encoding, cfg.seed)
@@ -6063,7 +6064,8 @@ def scratchpad_task_effect(
         elif not row["learned without it"]:
             row["verdict"] = "control not learned"
         else:
-            row["verdict"] = "helps" if row["helps"] else "no measurable gain"
+            hurts = row["OOD difference (points)"] < -2 * row["standard error (points)"]
+            row["verdict"] = "helps" if row["helps"] else "hurts" if hurts else "no measurable gain"
         rows.append(row)
     columns = ["task", "format", *EFFECT_COLUMNS, "verdict"]
     return pd.DataFrame(rows).reindex(columns=columns)
@@ -6106,6 +6108,60 @@ def scratchpad_format_table(
     return (
         pd.DataFrame(rows).reindex(columns=columns + ["standard error (points)", "differs from o"]).set_index("format")
     )
+
+
+def scratchpad_claims(effect, task_effect, formats, seeds: int = 3):
+    """The paper's three scratchpad claims, each judged from the tables above it ("holds here",
+    "does not hold here", "not distinguishable here", or "not trained yet"), with the numbers
+    that decide it. `effect`: `scratchpad_effect`; `task_effect`: `scratchpad_task_effect`;
+    `formats`: `scratchpad_format_table`."""
+    rows = []
+    # 1. Addition, every encoding: each seed that learns the format in distribution is ranked.
+    parts, gainless, untestable, short = [], [], [], []
+    for enc in encoding_names():
+        got = effect[effect["encoding"] == enc]
+        learned = got[got["learned with it"]]
+        helped = int(learned["helps"].sum())
+        parts.append(f"{label(enc)} {helped} of {len(learned)}")
+        untestable += [label(enc)] if learned.empty else []
+        gainless += [label(enc)] if len(learned) >= 2 and helped == 0 else []
+        short += [label(enc)] if helped < len(learned) else []
+    complete = len(effect) == seeds * len(encoding_names())
+    every = complete and not untestable and not short
+    if not complete and not gainless:
+        here = "not trained yet"
+    else:
+        here = "holds here" if every else "does not hold here" if gainless else "not distinguishable here"
+    why = "seeds it helps of those that learn the format: " + ", ".join(parts)
+    why += f"; no gain on two or more seeds that learn it: {', '.join(gainless)}" if gainless else ""
+    why += f"; never learned, so untested: {', '.join(untestable)}" if untestable else ""
+    rows.append({"claim": "a scratchpad helps addition, for every encoding", "here": here, "numbers": why})
+    # 2. Not on the other tasks: only runs learned with and without the scratchpad are ranked.
+    ranked = task_effect[task_effect["verdict"].isin(["helps", "no measurable gain", "hurts"])]
+    helped = ranked[ranked["verdict"] == "helps"]
+    trained = task_effect[task_effect["verdict"] != "not trained yet"]
+    if ranked.empty:
+        here = "not trained yet" if trained.empty else "not distinguishable here"
+    else:
+        here = "does not hold here" if len(helped) else "holds here"
+    name = lambda r: f"{r['task']} {r['format']} {label(r['encoding'])}"  # noqa: E731
+    why = f"{len(trained)} of {len(task_effect)} runs trained, {len(ranked)} learned with and without it"
+    why += f"; helps: {', '.join(name(r) for _, r in helped.iterrows())}" if len(helped) else "; helps none"
+    rows.append({"claim": "not on the other tasks (seed 0)", "here": here, "numbers": why})
+    # 3. The format matters: an added component moves addition's extrapolation beyond two errors.
+    added = formats.drop(index=["none", "o"])
+    compared = added[added["differs from o"].notna()]
+    if compared.empty:
+        here = "not trained yet"
+    else:
+        here = "holds here" if compared["differs from o"].astype(bool).any() else "not distinguishable here"
+    why = "; ".join(
+        f"{f}: {r['OOD vs o (points)']:+.1f} ± {r['standard error (points)']:.1f} points against o"
+        for f, r in compared.iterrows()
+    )
+    why = why or f"{len(added)} formats planned, none trained"
+    rows.append({"claim": "its format matters (NoPE, seed 0)", "here": here, "numbers": why})
+    return pd.DataFrame(rows).set_index("claim")
 
 
 def scratchpad_curves(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, top: int = 16):

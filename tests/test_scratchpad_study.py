@@ -181,6 +181,7 @@ def test_the_other_tasks_rank_only_runs_learned_with_and_without_the_scratchpad(
         ("parity", "o", "t5"): ((1.0, 0.501), (1.0, 0.5)),  # inside two standard errors
         ("sorting", "o", "nope"): ((0.5, 0.9), (1.0, 0.0)),  # not learned with it: never "helps"
         ("summation", "o", "nope"): ((1.0, 0.9), (0.4, 0.0)),  # the control not learned
+        ("summation", "o", "t5"): ((1.0, 0.2), (1.0, 0.4)),  # lower by far more than two errors
     }
     for key, ((wi, wo), (ci, co)) in cases.items():
         cfg = runs[key]
@@ -193,6 +194,7 @@ def test_the_other_tasks_rank_only_runs_learned_with_and_without_the_scratchpad(
     assert verdicts[("parity", "o", "t5")] == "no measurable gain"
     assert verdicts[("sorting", "o", "nope")] == "not learned with it"
     assert verdicts[("summation", "o", "nope")] == "control not learned"
+    assert verdicts[("summation", "o", "t5")] == "hurts"
     assert verdicts[("polynomial", "o", "t5")] == "not trained yet"
     assert table.loc[("parity", "o", "nope"), "OOD with (%)"] == pytest.approx(60.0)  # L+1..2L, alike
     assert table.loc[("parity", "o", "nope"), "in distribution without (%)"] == pytest.approx(100.0)
@@ -211,3 +213,31 @@ def test_the_format_table_compares_each_added_component_with_the_step_outputs(tm
     assert table.loc["co", "standard error (points)"] == pytest.approx(se)
     assert bool(table.loc["co", "differs from o"]) and pd.isna(table.loc["ov", "OOD (%)"])
     assert table.loc["none", "in distribution (%)"] == pytest.approx(90.0)
+
+
+def test_each_claim_is_judged_from_its_table():
+    encs = L.encoding_names()
+    rows = [{"encoding": e, "seed": s, "helps": True, "learned with it": True} for e in encs for s in range(3)]
+    every = pd.DataFrame(rows)
+    tasks = pd.DataFrame(
+        [
+            {"task": "parity", "format": "o", "encoding": "nope", "verdict": "no measurable gain"},
+            {"task": "sorting", "format": "o", "encoding": "t5", "verdict": "not learned with it"},
+        ]
+    )
+    formats = pd.DataFrame(
+        {"OOD vs o (points)": [None, None, 5.0, 0.1], "standard error (points)": [None, None, 1.0, 1.0]},
+        index=pd.Index(["none", "o", "co", "ov"], name="format"),
+    ).assign(**{"differs from o": [None, None, True, False]})
+    claims = L.scratchpad_claims(every, tasks, formats)["here"].tolist()
+    assert claims == ["holds here", "holds here", "holds here"]
+    # one encoding's two learned seeds gain nothing: the first claim fails; a task that helps: the second
+    table = every["encoding"] == "learned"
+    no_gain = every.assign(helps=~table, **{"learned with it": ~(table & (every["seed"] == 2))})
+    helps = tasks.assign(verdict=["helps", "not learned with it"])
+    claims = L.scratchpad_claims(no_gain, helps, formats.assign(**{"differs from o": [None, None, False, False]}))
+    assert claims["here"].tolist() == ["does not hold here", "does not hold here", "not distinguishable here"]
+    assert "Learned 0 of 2" in claims.loc["a scratchpad helps addition, for every encoding", "numbers"]
+    # nothing trained: nothing claimed
+    none = L.scratchpad_claims(every.iloc[:0], tasks.assign(verdict="not trained yet"), formats.iloc[:2])
+    assert none["here"].tolist() == ["not trained yet"] * 3
