@@ -134,7 +134,7 @@ fig = L.plot_kv_benchmark(bench, L.FIGURES_DIR / "06_kv_cache.png")
 plt.show()
 
 # %% [markdown]
-# The speed targets the caches were built to meet: at batch 64 and 128 new tokens,
+# The speed checks, each against its stated target: at batch 64 and 128 new tokens,
 # ours cached at least 20x as fast as ours uncached and at least 2x as fast as GPT-2's cached
 # `generate`; and at least 2x GPT-2's cached speed at batch 1. "Ours cached" is what `generate`
 # runs for this model, the input cache. The KV cache's ratios are printed beside it, with the

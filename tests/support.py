@@ -50,11 +50,11 @@ class Inline:
         return f
 
 
-def run_readme_example(heading: str) -> dict:
-    """Run the first Python block under a README heading as written (bar its training line,
-    `L.sweep(`); returns the names it defines."""
-    readme = (Path(L.__file__).parent / "README.md").read_text()
-    section = readme.split(f"## {heading}\n")[1].split("\n## ")[0]
+def run_doc_example(heading: str, page: str = "docs/extending.md") -> dict:
+    """Run the first Python block under a heading of a documentation page as written (bar its
+    training line, `L.sweep(`); returns the names it defines."""
+    text = (Path(L.__file__).parent / page).read_text()
+    section = text.split(f"## {heading}\n")[1].split("\n## ")[0]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     namespace: dict = {}
     exec("\n".join(line for line in code.splitlines() if "L.sweep(" not in line), namespace)

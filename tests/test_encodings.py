@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from support import run_readme_example
+from support import run_doc_example
 
 import lengen_helpers as L
 
@@ -151,10 +151,10 @@ def test_a_seventh_encoding_is_one_class_and_one_registry_entry():
         del L.ENCODINGS["scaled-test"]
 
 
-def test_the_readme_example_encoding_works_everywhere(monkeypatch):
-    """The README's 'Adding a positional encoding' example runs as written (bar the training line),
-    and the new encoding packs, caches and may opt into the shared relative bias."""
-    model = run_readme_example("Adding a positional encoding")["model"].eval()
+def test_the_documented_example_encoding_works_everywhere(monkeypatch):
+    """The 'Adding a positional encoding' example of docs/extending.md runs as written (bar the
+    training line), and the new encoding packs, caches and may opt into the shared relative bias."""
+    model = run_doc_example("Adding a positional encoding")["model"].eval()
     prompt = torch.randint(4, L.VOCAB_SIZE, (3, 7))
     assert torch.equal(model.generate(prompt, 10), model.generate(prompt, 10, use_cache=False))
     batch = L.packed_training_batch(L.get_task("copy"), [3, 9, 2, 12], torch.Generator().manual_seed(0))
@@ -163,8 +163,8 @@ def test_the_readme_example_encoding_works_everywhere(monkeypatch):
     assert torch.allclose(L.batch_loss(model, batch), general, atol=1e-6)
 
 
-def test_the_readme_example_task_works_as_written():
-    namespace = run_readme_example("Adding a task")
+def test_the_documented_example_task_works_as_written():
+    namespace = run_doc_example("Adding a task")
     assert [c.name for c in namespace["configs"]] == ["double-nope-s0", "double-rope-s0"]
     task = L.get_task("double")
     batch = L.single_length_batch(task, 3, 4, torch.Generator().manual_seed(0))

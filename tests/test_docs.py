@@ -1,0 +1,56 @@
+"""The README and docs/ pages: their links resolve, the README links every page and stays short,
+and no page or notebook speaks of how the study was built rather than of the study."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+# Words about how the study was made, which a reader has no use for: plans and allowances,
+# rounds of work, the sessions it was built in.
+BUILD_WORDS = re.compile(
+    r"\bbudgets?\b|\bsessions?\b|\bissues? \d|during development|second round|built to meet|"
+    r"\bwas allowed\b|\b(?:copy runs|compute) allowed\b|\bleft in the\b|\bgoal of \d+ minutes\b",
+    re.I,
+)
+
+
+def relative_links(page: Path) -> list[str]:
+    return [t for t in LINK.findall(page.read_text()) if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_resolves(page):
+    missing = [t for t in relative_links(page) if not (page.parent / t).exists()]
+    assert not missing, f"{page.name} links files that do not exist: {missing}"
+
+
+def test_the_readme_links_every_docs_page_and_stays_short():
+    readme = ROOT / "README.md"
+    linked = {(readme.parent / t).resolve() for t in relative_links(readme)}
+    assert set(PAGES[1:]) <= linked, f"not linked from the README: {sorted(set(PAGES[1:]) - linked)}"
+    lines = readme.read_text().splitlines()
+    assert len(lines) <= 170, f"the README has {len(lines)} lines; details belong in docs/"
+    assert lines.index("## Quick start") < 50  # the first screen: summary, figures, quick start
+
+
+def build_words(text: str) -> list[str]:
+    return [m.group(0) for m in BUILD_WORDS.finditer(text)]
+
+
+def test_the_build_word_check_finds_what_it_looks_for():
+    assert build_words("within the budget of 400 copy runs, left in the plan") == ["budget", "left in the"]
+    assert build_words("the 20x it was built to meet; the 100 copy runs allowed") == [
+        "built to meet",
+        "copy runs allowed",
+    ]
+    assert build_words("a ranking is allowed to tie; the second layer") == []
+
+
+@pytest.mark.parametrize("path", [*PAGES, *sorted((ROOT / "notebooks").glob("*.py"))], ids=lambda p: p.name)
+def test_no_page_or_notebook_speaks_of_how_the_study_was_built(path):
+    assert not build_words(path.read_text()), f"{path.name}: {build_words(path.read_text())}"
