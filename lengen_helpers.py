@@ -3082,6 +3082,13 @@ def settings_frame(records: Sequence[dict[str, Any]]):
     return pd.concat(frames, ignore_index=True)
 
 
+SETTING_WORDS = {  # `settings_frame`'s names of a setting, in plain words for a legend
+    "grid settings": "the grid's settings",
+    "scale_embeddings=True": "embeddings scaled by √d_model",
+    "packed=False": "padded batches",
+}
+
+
 def plot_settings_with_baseline(
     frame,
     encoding: str,
@@ -3100,9 +3107,11 @@ def plot_settings_with_baseline(
         train_max,
         scale=100.0,
         ylim=(-2, 102),
-        line_label=lambda s: f"{s} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)",
-        colors={s: f"C{i}" for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
-        styles={s: "--" for s in frame["encoding"].unique() if s != "grid settings"},
+        line_label=lambda s: (
+            f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)"
+        ),
+        colors=dict.fromkeys(frame["encoding"], encoding_color(encoding)),  # one encoding: its colour
+        styles={s: ("-", "--", ":", "-.")[i % 4] for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
     )
     base = pd.read_csv(baseline, comment="#")
     for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
@@ -3115,7 +3124,7 @@ def plot_settings_with_baseline(
             fmt="ko",
             ms=4,
             capsize=3,
-            label=f"baseline write-up ({int(row['seeds'])} seeds, mean ± std)",
+            label=f"the baseline ({int(row['seeds'])} seeds, mean ± std)",
         )
         ax.set_xlim(0, 30)
         ax.legend(fontsize=8)
@@ -6723,6 +6732,26 @@ def ten_task_addition_curves(results_dir: str | Path = RESULTS_DIR):
     return exact_match_frame(records)[["encoding", "seed", "n", "exact_match"]]
 
 
+ARM_WORDS = {"lsd": "answer reversed", "msd": "answer in order", "places": "digit places"}
+SETTINGS_WORDS = {
+    "lr 0.003": "learning rate 3e-3",
+    "bidirectional (16 buckets, far from 6)": "bidirectional buckets",
+    "symmetric": "symmetric bias",
+    "table init std 1": "table started at std 1",
+    "batch_size 256": "batch 256",
+    "d_model 128": "d 128",
+    "steps 10000": "10,000 steps",
+}
+
+
+def plain_arm(arm: str, encoding: str, settings: str = "") -> str:
+    """An addition arm's legend entry in plain words: "lsd + places + window 2", RoPE -> "RoPE:
+    answer reversed, digit places, window of 2"; changed settings in brackets."""
+    words = [ARM_WORDS.get(p, p.replace("window ", "window of ")) for p in arm.split(" + ")]
+    changed = [SETTINGS_WORDS.get(p, p) for p in settings.split(", ")] if settings else []
+    return f"{label(encoding)}: {', '.join(words)}" + (f" ({', '.join(changed)})" if changed else "")
+
+
 def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
     """Exact match against digits (1-64). Left: the best configuration (mean of its seeds, the
     band their range), the pilot's other arms that learned in distribution, and the ten-task
@@ -6738,32 +6767,44 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
         ax.plot(
             best.mean().index,
             100 * best.mean(),
-            color="black",
-            lw=2.2,
-            label=f"{best_arm}, {label(enc)} ({seeds} seeds)",
+            color=encoding_color(enc),
+            lw=3,
+            label=f"{plain_arm(best_arm, enc)} ({seeds} seeds; the best)",
         )
         ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
-    axes[0].fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color="black", alpha=0.15)
+    axes[0].fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color=encoding_color(enc), alpha=0.2)
     pilot = curves[(curves["stage"] == "pilot") & ~is_best]
     for (a, e, st), g in pilot.groupby(["arm", "encoding", "settings"], sort=False):
         if g[g["n"] <= train_max]["exact_match"].mean() >= 0.9:  # those that learned in distribution
-            name = f"{a}, {label(e)}" + (f" ({st})" if st else "")
             style = "-" if "window" in a else ":"  # the window: solid
-            axes[0].plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.4, label=name)
+            axes[0].plot(
+                g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.2, label=plain_arm(a, e, st)
+            )
     for e, g in grid.groupby("encoding", sort=False):
         m = g.groupby("n")["exact_match"].mean()
         axes[0].plot(
-            m.index, 100 * m, color=encoding_color(e), ls="--", lw=1, label=f"grid, paper's format, {label(e)}"
+            m.index, 100 * m, color=encoding_color(e), ls="--", lw=1, label=f"{label(e)}: the grid, paper's format"
         )
     axes[0].hlines(
-        100 * paper_nope, train_max + 1, 2 * train_max, color="C0", ls="-.", lw=2, label="the paper, NoPE (OOD mean)"
+        100 * paper_nope,
+        train_max + 1,
+        2 * train_max,
+        color=encoding_color("nope"),
+        ls="-.",
+        lw=2,
+        label="NoPE: the paper (OOD mean)",
     )
     ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
-    for i, ((a, e, _), g) in enumerate(ablation):  # one colour per run: several share an encoding
-        axes[1].plot(g["n"], 100 * g["exact_match"], color=f"C{i}", lw=1.2, label=f"{a}, {label(e)}")
+    seen: dict[str, int] = {}
+    for (a, e, st), g in ablation:  # each encoding its colour; runs that share one, a style each
+        style = ("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))[seen.setdefault(e, 0) % 4]
+        seen[e] += 1
+        axes[1].plot(
+            g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.4, label=plain_arm(a, e, st)
+        )
     titles = ["Exact match against digits: what holds", "The ablation: one ingredient changed (each seed 0)"]
     for ax, title in zip(axes, titles):
-        ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-2, 102))
+        ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-3, 108))
         ax.set_xticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.13), ncol=2)
     fig.tight_layout()
@@ -7071,7 +7112,8 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
     df = kv_summary(result).reset_index()
     batches = list(dict.fromkeys(df["batch"]))
     fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 4), squeeze=False)
-    styles = dict(zip(KV_METHODS, (("C0", "-"), ("C2", "-"), ("C0", "--"), ("C3", "-"), ("C3", "--"))))
+    # methods, not encodings: ours black and gray, GPT-2 cyan, none an encoding's colour
+    styles = dict(zip(KV_METHODS, (("black", "-"), ("C7", "-"), ("black", "--"), ("C9", "-"), ("C9", "--"))))
     for ax, b in zip(axes[0], batches):
         g = df[df["batch"] == b]
         for k, (color, ls) in styles.items():

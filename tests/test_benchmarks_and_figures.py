@@ -1,6 +1,7 @@
 """Benchmark helpers (small smoke runs, FLOP counting) and that every figure is labelled."""
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import torch
+from matplotlib.colors import to_rgba
 from support import curve, fake_record, tool
 
 import lengen_helpers as L
@@ -234,3 +236,55 @@ def test_tidy_merges_a_cell_s_split_stream_outputs_and_keeps_the_rest(tmp_path):
         ("stderr", "w\n"),
         ("stdout", "d\n"),
     ]
+
+
+def encoding_named(text: str) -> str | None:
+    """The encoding whose display name a legend entry names, if any."""
+    for enc in L.encoding_names():
+        if re.search(rf"(?<![\w-]){re.escape(L.label(enc))}(?![\w-])", text):
+            return enc
+    return None
+
+
+def assert_one_colour_per_encoding(fig):
+    """Every line that names an encoding is in that encoding's colour; no other line takes one."""
+    palette = {to_rgba(L.encoding_color(e)): e for e in L.encoding_names()}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            name, colour = line.get_label(), to_rgba(line.get_color())
+            if name.startswith("_"):  # unlabelled: a band's edge, a reference line's helper
+                continue
+            enc = encoding_named(name)
+            if enc is not None:
+                assert colour == to_rgba(L.encoding_color(enc)), f"{name!r} is not in {L.label(enc)}'s colour"
+            else:
+                assert colour not in palette, f"{name!r} names no encoding but takes {palette[colour]}'s colour"
+
+
+def test_the_colour_check_catches_a_line_in_another_encodings_colour():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], color=L.encoding_color("nope"), label="RoPE (3 seeds)")
+    with pytest.raises(AssertionError, match="RoPE's colour"):
+        assert_one_colour_per_encoding(fig)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], color=L.encoding_color("alibi"), label="GPT-2, cached")
+    with pytest.raises(AssertionError, match="takes alibi's colour"):
+        assert_one_colour_per_encoding(fig)
+    plt.close("all")
+
+
+@pytest.mark.results
+def test_figures_keep_one_colour_per_encoding():
+    recs = [
+        fake_record(t, e, s, curve(16 + s)) for t in ("copy", "reverse") for e in L.encoding_names() for s in (0, 1)
+    ]
+    kv = {"runs": [{"rows": [{"batch": 1, "new_tokens": n, **dict.fromkeys(L.KV_METHODS, 1.0)} for n in (32, 64)]}]}
+    sin = [fake_record("copy", "sinusoidal", s, curve(16)) for s in (0, 1)]
+    figs = [L.plot_accuracy_vs_length(L.exact_match_frame(recs)), L.plot_kv_benchmark(kv)]
+    figs.append(L.plot_settings_with_baseline(L.settings_frame(sin), "sinusoidal"))
+    figs.append(L.plot_scratchpad_lengths(L.scratchpad_curves(), 0.085))
+    paper_nope = L.paper_figures()["ood_exact_match_other_tasks"]["addition"]["nope"]
+    figs.append(L.plot_addition_lengths(L.addition_curves(), L.ten_task_addition_curves(), paper_nope))
+    for fig in figs:
+        assert_one_colour_per_encoding(fig)
+    plt.close("all")
