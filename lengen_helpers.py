@@ -1009,17 +1009,13 @@ class FeedForward(nn.Sequential):
 
 
 class Block(nn.Module):
-    """Self-attention, optional cross-attention, feed-forward; each a residual, post- or pre-LN."""
+    """Self-attention, then feed-forward; each a residual, post- or pre-LN."""
 
-    def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, pre_norm: bool, dropout: float = 0.0, cross: bool = False
-    ):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, pre_norm: bool, dropout: float = 0.0):
         super().__init__()
         self.pre_norm = pre_norm
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.norm1 = nn.LayerNorm(d_model)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout) if cross else None
-        self.norm_cross = nn.LayerNorm(d_model) if cross else None
         self.ffn = FeedForward(d_model, d_ff, dropout)
         self.norm2 = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout) if dropout > 0 else None  # skipped, not called, when 0
@@ -1031,15 +1027,10 @@ class Block(nn.Module):
         bias: Tensor | None = None,
         rotate: Callable[[Tensor], Tensor] | None = None,
         need_weights: bool = False,
-        memory: Tensor | None = None,
-        memory_mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """x (B, T, d) -> (B, T, d), and the self-attention weights if `need_weights`."""
         h, weights = self.self_attn(self._sublayer_input(x, self.norm1), mask, bias, rotate, need_weights)
         x = self._residual(x, h, self.norm1)
-        if self.cross_attn is not None:
-            h, _ = self.cross_attn(self._sublayer_input(x, self.norm_cross), memory_mask, memory=memory)
-            x = self._residual(x, h, self.norm_cross)
         x = self._residual(x, self.ffn(self._sublayer_input(x, self.norm2)), self.norm2)
         return x, weights
 
@@ -1354,9 +1345,7 @@ class StepWeights(NamedTuple):
 
 
 def step_weights(block: Block) -> StepWeights:
-    """`StepWeights` of a decoder block (one without cross-attention)."""
-    if block.cross_attn is not None:
-        raise NotImplementedError("decoding steps serve decoder-only models; this block also attends to a memory")
+    """`StepWeights` of a decoder-only model's block."""
     up, _, _, down = block.ffn  # linear, ReLU, dropout (off in generation), linear
     attn = block.self_attn
     hook = attn.hook_scores if attn.hook_scores.active else None
@@ -2258,6 +2247,25 @@ def sweep(
 # notebook 02 prints (and the tests assert), and notebook 01's pictures.
 
 
+class DecoderBlock(Block):
+    """The original Transformer's decoder block: self-attention, cross-attention to the encoder's
+    output (`memory`), feed-forward; each a residual, post- or pre-LN."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, pre_norm: bool, dropout: float = 0.0):
+        super().__init__(d_model, n_heads, d_ff, pre_norm, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.norm_cross = nn.LayerNorm(d_model)
+
+    def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None = None, mask: Tensor | None = None):
+        """x (B, T, d) -> (B, T, d), attending to itself under `mask` and to `memory` under
+        `memory_mask`; no attention weights are returned (None)."""
+        h, _ = self.self_attn(self._sublayer_input(x, self.norm1), mask)
+        x = self._residual(x, h, self.norm1)
+        h, _ = self.cross_attn(self._sublayer_input(x, self.norm_cross), memory_mask, memory=memory)
+        x = self._residual(x, h, self.norm_cross)
+        return self._residual(x, self.ffn(self._sublayer_input(x, self.norm2)), self.norm2), None
+
+
 class Seq2SeqTransformer(nn.Module):
     """The original encoder-decoder Transformer (Vaswani et al. 2017) from the same blocks.
 
@@ -2282,9 +2290,7 @@ class Seq2SeqTransformer(nn.Module):
         self.src_emb = nn.Embedding(src_vocab, d_model)
         self.tgt_emb = nn.Embedding(tgt_vocab, d_model)
         self.encoder = nn.ModuleList(Block(d_model, n_heads, d_ff, pre_norm, dropout) for _ in range(n_layers))
-        self.decoder = nn.ModuleList(
-            Block(d_model, n_heads, d_ff, pre_norm, dropout, cross=True) for _ in range(n_layers)
-        )
+        self.decoder = nn.ModuleList(DecoderBlock(d_model, n_heads, d_ff, pre_norm, dropout) for _ in range(n_layers))
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.generator = nn.Linear(d_model, tgt_vocab)
         self.drop = nn.Dropout(dropout)
@@ -2336,7 +2342,7 @@ def load_mha_weights(ours: MultiHeadAttention, ref: nn.MultiheadAttention) -> No
 def _load_block(ours: Block, ref: nn.Module) -> None:
     load_mha_weights(ours.self_attn, ref.self_attn)
     norms = [(ours.norm1, ref.norm1), (ours.norm2, ref.norm2)]
-    if ours.cross_attn is not None:  # decoder layer: norm1 self, norm2 cross, norm3 feed-forward
+    if isinstance(ours, DecoderBlock):  # decoder layer: norm1 self, norm2 cross, norm3 feed-forward
         load_mha_weights(ours.cross_attn, ref.multihead_attn)
         norms = [(ours.norm1, ref.norm1), (ours.norm_cross, ref.norm2), (ours.norm2, ref.norm3)]
     with torch.no_grad():
