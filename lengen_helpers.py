@@ -3971,12 +3971,22 @@ def paper_split_runs(
 # gain; addition, polynomial evaluation and PCFG went to the pilot's larger models instead (below).
 LONGER_STEPS: dict[str, int] = {"lego": 10_000}
 
-register_experiment("paper-tasks", lambda: [c for t in PAPER_TASKS for c in paper_split_runs(t)], ".", "07_paper_tasks")
-for _t in (*PAPER_TASKS, "scan", "pcfg"):  # one task's runs
-    register_experiment(_t, lambda t=_t: paper_split_runs(t), ".", "07_paper_tasks")
-for _t, _n in LONGER_STEPS.items():
-    register_experiment(f"{_t}-longer", lambda t=_t, n=_n: paper_split_runs(t, steps=n), ".", "07_paper_tasks")
-del _t, _n
+
+def _register_task_experiments() -> None:
+    """`sweep --grid paper-tasks` (every arithmetic and algorithmic task), one per task (its 18
+    runs), and NAME-longer for each task given more steps."""
+    register_experiment(
+        "paper-tasks", lambda: [c for t in PAPER_TASKS for c in paper_split_runs(t)], ".", "07_paper_tasks"
+    )
+    for task in (*PAPER_TASKS, "scan", "pcfg"):
+        register_experiment(task, functools.partial(paper_split_runs, task), ".", "07_paper_tasks")
+    for task, steps in LONGER_STEPS.items():
+        register_experiment(
+            f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".", "07_paper_tasks"
+        )
+
+
+_register_task_experiments()
 
 # The four tasks not learned at the study's settings, even with twice the steps, get a larger model
 # for the task alone (the same for every encoding), in the paper's format where ours differed.
@@ -4045,9 +4055,13 @@ def chosen_shape_runs(task: str, seeds: Sequence[int] = range(3)) -> list[RunCon
     return paper_split_runs(task, seeds=seeds, **settings)
 
 
-for _t, (_shape, _) in CHOSEN_SHAPES.items():
-    register_experiment(f"{_t}-{_shape}", lambda t=_t: chosen_shape_runs(t), ".", "07_paper_tasks")
-del _t, _shape
+def _register_chosen_shape_experiments() -> None:
+    """`sweep --grid TASK-SHAPE` for each task with a chosen shape (addition-deep, polynomial-deep)."""
+    for task, (shape, _) in CHOSEN_SHAPES.items():
+        register_experiment(f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".", "07_paper_tasks")
+
+
+_register_chosen_shape_experiments()
 
 
 def pilot_table(copy_run: float, results_dir: str | Path | None = None):
@@ -6754,8 +6768,9 @@ def plain_arm(arm: str, encoding: str, settings: str = "") -> str:
     """An addition arm's legend entry in plain words: "lsd + places + window 2", RoPE -> "RoPE:
     answer reversed, digit places, window of 2"; changed settings in brackets."""
     words = [ARM_WORDS.get(p, p.replace("window ", "window of ")) for p in arm.split(" + ")]
-    changed = [SETTINGS_WORDS.get(p, p) for p in settings.split(", ")] if settings else []
-    return f"{label(encoding)}: {', '.join(words)}" + (f" ({', '.join(changed)})" if changed else "")
+    for name, plain in SETTINGS_WORDS.items():
+        settings = settings.replace(name, plain)
+    return f"{label(encoding)}: {', '.join(words)}" + (f" ({settings})" if settings else "")
 
 
 def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
@@ -6765,7 +6780,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     ablation (one seed each), beside the best configuration as on the left."""
     arm, enc = ADDITION_BEST
     best_arm = addition_arm(addition_run(arm, enc))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6.4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 8.5), sharey=True)
     is_best = (curves["arm"] == best_arm) & (curves["encoding"] == enc) & (curves["settings"] == "")
     best = curves[is_best].groupby("n")["exact_match"]
     seeds = curves[is_best]["seed"].nunique()
@@ -6803,7 +6818,8 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
     seen: dict[str, int] = {}
     for (a, e, st), g in ablation:  # each encoding its colour; runs that share one, a style each
-        style = ("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))[seen.setdefault(e, 0) % 4]
+        styles = ("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)), (0, (8, 2)))
+        style = styles[seen.setdefault(e, 0) % len(styles)]
         seen[e] += 1
         axes[1].plot(
             g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.4, label=plain_arm(a, e, st)
@@ -6812,7 +6828,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     for ax, title in zip(axes, titles):
         ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-3, 108))
         ax.set_xticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.13), ncol=2)
+        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), ncol=1)
     fig.tight_layout()
     save_figure(fig, path)
     return fig
