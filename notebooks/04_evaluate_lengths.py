@@ -193,7 +193,7 @@ for task in ("copy", "reverse"):
 ablation = L.sinusoidal_ablation()
 copy_run = L.run_compute_flops(L.make_run("copy", "sinusoidal", 0))
 spent = sum(L.run_compute_flops(c) for c in ablation)
-print(f"{len(ablation)} runs, {spent / copy_run:.1f} copy runs of compute (the ablation's allowance: 12)")
+print(f"{len(ablation)} runs, {spent / copy_run:.1f} copy runs of compute")
 log = L.sweep_log(L.ABLATION_DIR)
 print(f"trained in {log['wall_s'].sum():.0f} s of wall time with {log['workers'].iloc[-1]} processes on "
       f"{log['cpus'].iloc[-1]} cores (a 16-core machine)")

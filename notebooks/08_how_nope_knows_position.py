@@ -214,8 +214,8 @@ best.rename(index=L.label, level="encoding").round(2)
 # own architecture, hand-set weights built as an interpolation table for 140 positions (four
 # times the longest training sequence) read back the position of every token in that range,
 # exactly in float64 and to within 10⁻³ of a position in float32, and a second layer uses it to
-# attend by relative offset (the first table). Past the range it is built for, the table reads
-# positions wrongly. The critique's point does not apply to this construction: the value comes
+# attend by relative offset (the first table); past that range it was not tested. The critique's
+# point does not apply to this construction: the value comes
 # from BOS alone, but every query averages over its own prefix, so every position receives its
 # own 1/(t+1). What this construction needs is stated above and shown: BOS first, the causal mask,
 # and attention that grows sharper with length (float32 loses layer 2's target by 4,096
@@ -231,15 +231,16 @@ best.rename(index=L.label, level="encoding").round(2)
 # seed per task; other seeds were not examined.
 #
 # **Every seed-0 model encodes absolute position in distribution, NoPE included.** On held-out
-# sequences of the training sizes, NoPE's position is read to within 0.5 positions on average
+# sequences of the training sizes, NoPE's position is read to within 0.53 positions on average
 # after its first layer on copy (its embeddings give 6.3: they carry none), and to within 0.8
 # after layer 2 on reverse. The relative encodings do as well (0.6-1.0 at their best layer),
 # although they are given no absolute position either: the causal mask and BOS are available to
 # them too. Sinusoidal and learned carry it from the embeddings (0.2 and 0.7-0.8 there).
 #
-# **The probes cannot read past their fitted range, so they say nothing about the cliff.** At
-# positions 34-49 of longer sequences the best layer's error jumps to 9.2 positions for NoPE on
-# copy and 12-20 for every other model. The probes were fitted on positions 0-33 only, so this
+# **The probes are not expected to read past their fitted range, so they say nothing about the
+# cliff.** At positions 34-49 of longer sequences the best layer's error jumps to 9.2 positions for
+# NoPE on copy and 12-20 for every other model (a linear probe can extrapolate a linear signal,
+# but these signals need not be linear in position). The probes were fitted on positions 0-33 only, so this
 # break at 33 is built in by the fitting range: it does not locate the models' exact-match cliff
 # (the last position each answer still reaches at 50% exact match is 33-39, the table above), and
 # it does not show that the models lose position past 33, only that a readout fitted inside the
@@ -247,6 +248,7 @@ best.rename(index=L.label, level="encoding").round(2)
 # 1/(t+1) signal continues past the training length in the seed-0 copy model; whether later
 # layers can use it there is open (the values 1/(t+1) for t > 33 are ones the model never saw,
 # and telling neighbours apart there needs the ever finer resolution the construction needed).
-# The pointer heads (notebook 05) degrade gradually: at n = 20 those of NoPE, ALiBi, T5 and the
-# learned table still put 0.47-0.63 of their mass on the right source (RoPE's and sinusoidal's
-# 0.02-0.08). Notebook 09 separates what makes the cliff.
+# The pointer heads (notebook 05) degrade at different rates: from n = 16 to 20 those of NoPE,
+# ALiBi, T5 and the learned table fall from 0.63-0.75 to 0.47-0.63 of their mass on the right
+# source, while RoPE's and sinusoidal's collapse (RoPE 0.66 to 0.05 and 0.02, sinusoidal 0.61 and
+# 0.59 to 0.08 and 0.05). Notebook 09 separates what makes the cliff.

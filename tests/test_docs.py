@@ -1,6 +1,7 @@
 """The README and docs/ pages: their links resolve, the README links every page and stays short,
 and no page or notebook speaks of how the study was built rather than of the study."""
 
+import json
 import re
 from pathlib import Path
 
@@ -13,7 +14,7 @@ LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 # Words about how the study was made, which a reader has no use for: plans and allowances,
 # rounds of work, the sessions it was built in.
 BUILD_WORDS = re.compile(
-    r"\bbudgets?\b|\bsessions?\b|\bissues? \d|during development|second round|built to meet|"
+    r"\bbudgets?\b|\ballowances?\b|\bsessions?\b|\bissues? \d|during development|second round|built to meet|"
     r"\bwas allowed\b|\b(?:copy runs|compute) allowed\b|\bleft in the\b|\bgoal of \d+ minutes\b",
     re.I,
 )
@@ -54,3 +55,18 @@ def test_the_build_word_check_finds_what_it_looks_for():
 @pytest.mark.parametrize("path", [*PAGES, *sorted((ROOT / "notebooks").glob("*.py"))], ids=lambda p: p.name)
 def test_no_page_or_notebook_speaks_of_how_the_study_was_built(path):
     assert not build_words(path.read_text()), f"{path.name}: {build_words(path.read_text())}"
+
+
+def notebook_text(path: Path) -> str:
+    """A notebook's markdown and the text its cells print (not its images)."""
+    out = []
+    for cell in json.loads(path.read_text())["cells"]:
+        out.append("".join(cell["source"]) if cell["cell_type"] == "markdown" else "")
+        for o in cell.get("outputs", []):
+            out.append("".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", "")))
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_no_notebook_prints_how_the_study_was_built(path):
+    assert not build_words(notebook_text(path)), f"{path.name}: {build_words(notebook_text(path))}"
