@@ -2754,7 +2754,8 @@ def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16):
 
 
 def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
-    """Training loss against step, one panel per task, mean over seeds per encoding (log scale)."""
+    """Training loss against step, one panel per task, per encoding the median over seeds (which
+    one failed run does not pull) and their min-max band (log scale)."""
     tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
     fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4), sharey=True, squeeze=False)
     for ax, task in zip(axes[0], tasks):
@@ -2764,14 +2765,15 @@ def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = 
                 by_enc.setdefault(r["config"]["model"]["encoding"], []).append(r["loss_curve"])
         for enc, curves in by_enc.items():
             every = curves[0]["every"]
-            mean = np.mean([c["mean_loss"] for c in curves], axis=0)
+            losses = np.array([c["mean_loss"] for c in curves])
+            steps = np.arange(losses.shape[1]) * every + every
+            color = encoding_color(enc)
             ax.plot(
-                np.arange(len(mean)) * every + every,
-                mean,
-                color=encoding_color(enc),
-                label=f"{label(enc)} ({len(curves)} seeds)",
+                steps, np.median(losses, axis=0), color=color, label=f"{label(enc)} (median of {len(curves)} seeds)"
             )
-        ax.set(title=f"{task}: training loss", xlabel="step", ylabel="cross-entropy on targets (nats)", yscale="log")
+            ax.fill_between(steps, losses.min(axis=0), losses.max(axis=0), color=color, alpha=0.12, lw=0)
+        ax.set(title=f"{task}: training loss (band: min-max over seeds)", xlabel="step")
+        ax.set(ylabel="cross-entropy on targets (nats)", yscale="log")
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)

@@ -82,8 +82,9 @@ print(f"weights saved: {sum(L.weights_path(L.RESULTS_DIR, c).exists() for c in c
 # %% [markdown]
 # ## Training curves
 #
-# Mean training loss (cross-entropy on the target tokens) per encoding, averaged over five seeds
-# and over windows of 50 steps.
+# Training loss (cross-entropy on the target tokens, averaged over windows of 50 steps) per
+# encoding: the median of its five seeds, which one failed run does not pull up, and their
+# min-max band.
 
 # %%
 fig = L.plot_training_curves(records, L.FIGURES_DIR / "03_training_curves.png")
