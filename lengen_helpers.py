@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from matplotlib.ticker import MaxNLocator
 from torch import Tensor, nn
 
 __version__ = "0.1.0"
@@ -2560,6 +2561,8 @@ def plot_encodings(path: Path | None = None):
         xlabel="key position",
         ylabel="query position",
     )
+    for axis in (ax[1, 0].xaxis, ax[1, 0].yaxis):  # positions are integers
+        axis.set_major_locator(MaxNLocator(integer=True))
     fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
     d = torch.arange(0, 200)
     ax[1, 1].plot(d, t5_bucket(d), label="32 buckets, max distance 128")
@@ -5277,6 +5280,7 @@ def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
             ylabel="exact match (%)",
             xlim=(train_max - 4, 32),
         )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # lengths are integers
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
