@@ -6013,6 +6013,16 @@ def _pooled(exact_match: Mapping[str, float], sizes: Sequence[int], weights: Ten
     return float(w @ p), float((w**2 * p * (1 - p)).sum() / per)
 
 
+def _pooled_split(cfg: RunConfig, rec: dict, per: int) -> tuple[float, float, float]:
+    """(in distribution, out of distribution, the latter's variance) of `rec`'s exact match, pooled
+    by `_pooled` over `cfg`'s training sizes and the sizes after them up to its `eval_max_len`."""
+    task = cfg.make_task()
+    inside = task.sizes(cfg.train_min_len, cfg.train_max_len)
+    outside = task.sizes(cfg.train_max_len + 1, cfg.eval_max_len)
+    ood, var = _pooled(rec["exact_match"], outside, task.size_weights(outside), per)
+    return _pooled(rec["exact_match"], inside, task.size_weights(inside), per)[0], ood, var
+
+
 def _effect_row(cfg: RunConfig, control: RunConfig, rec: dict, ctl: dict, learned_bar: float) -> dict[str, Any]:
     """Exact match (%) in distribution (the training sizes) and out of it (the sizes after them,
     up to the scratchpad run's top), each pooled as the paper pools its test examples
@@ -6020,15 +6030,11 @@ def _effect_row(cfg: RunConfig, control: RunConfig, rec: dict, ctl: dict, learne
     (independent binomials, each run's sums a size) and whether the scratchpad helps: out of
     distribution higher by more than two standard errors; and whether each run learned the task
     in distribution (at least `learned_bar`)."""
-    task = cfg.make_task()
-    inside = task.sizes(cfg.train_min_len, cfg.train_max_len)
-    outside = task.sizes(cfg.train_max_len + 1, cfg.eval_max_len)
     row: dict[str, Any] = {"encoding": cfg.encoding, "seed": cfg.seed}
     var = 0.0
     for name, r, per in (("with", rec, cfg.eval_per_length), ("without", ctl, control.eval_per_length)):
-        row[f"in distribution {name} (%)"] = 100 * _pooled(r["exact_match"], inside, task.size_weights(inside), per)[0]
-        ood, v = _pooled(r["exact_match"], outside, task.size_weights(outside), per)
-        row[f"OOD {name} (%)"], var = 100 * ood, var + v
+        ind, ood, v = _pooled_split(cfg, r, per)  # the control scored over the scratchpad run's sizes
+        row[f"in distribution {name} (%)"], row[f"OOD {name} (%)"], var = 100 * ind, 100 * ood, var + v
     row["OOD difference (points)"] = row["OOD with (%)"] - row["OOD without (%)"]
     row["standard error (points)"] = 100 * math.sqrt(var)
     row["helps"] = row["OOD difference (points)"] > 2 * row["standard error (points)"]
@@ -6118,15 +6124,7 @@ def scratchpad_format_table(
     cfgs = {f: scratchpad_run("addition", f) for f in formats}
     dirs = {f: control_dir if f == "none" else results_dir for f in formats}
     recs = {f: read_record(p) if (p := record_path(Path(dirs[f]), c)).exists() else None for f, c in cfgs.items()}
-    base, task = cfgs["o"], cfgs["o"].make_task()
-    inside = task.sizes(base.train_min_len, base.train_max_len)
-    outside = task.sizes(base.train_max_len + 1, base.eval_max_len)
-    pooled = {
-        f: (_pooled(r["exact_match"], inside, task.size_weights(inside), cfgs[f].eval_per_length)[0],)
-        + _pooled(r["exact_match"], outside, task.size_weights(outside), cfgs[f].eval_per_length)
-        for f, r in recs.items()
-        if r is not None
-    }
+    pooled = {f: _pooled_split(cfgs["o"], r, cfgs[f].eval_per_length) for f, r in recs.items() if r is not None}
     rows = []
     for f in formats:
         row: dict[str, Any] = {"format": f, "trained": f in pooled}
@@ -6759,7 +6757,7 @@ def ten_task_addition_curves(results_dir: str | Path = RESULTS_DIR):
 
 
 ARM_WORDS = {"lsd": "answer reversed", "msd": "answer in order", "places": "digit places"}
-SETTINGS_WORDS = {
+ADDITION_SETTING_WORDS = {
     "lr 0.003": "learning rate 3e-3",
     "bidirectional (16 buckets, far from 6)": "bidirectional buckets",
     "symmetric": "symmetric bias",
@@ -6774,7 +6772,7 @@ def plain_arm(arm: str, encoding: str, settings: str = "") -> str:
     """An addition arm's legend entry in plain words: "lsd + places + window 2", RoPE -> "RoPE:
     answer reversed, digit places, window of 2"; changed settings in brackets."""
     words = [ARM_WORDS.get(p, p.replace("window ", "window of ")) for p in arm.split(" + ")]
-    for name, plain in SETTINGS_WORDS.items():
+    for name, plain in ADDITION_SETTING_WORDS.items():
         settings = settings.replace(name, plain)
     return f"{label(encoding)}: {', '.join(words)}" + (f" ({settings})" if settings else "")
 
@@ -6823,8 +6821,8 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     )
     ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
     seen: dict[str, int] = {}
+    styles = ("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)), (0, (8, 2)))
     for (a, e, st), g in ablation:  # each encoding its colour; runs that share one, a style each
-        styles = ("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)), (0, (8, 2)))
         style = styles[seen.setdefault(e, 0) % len(styles)]
         seen[e] += 1
         axes[1].plot(
