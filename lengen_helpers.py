@@ -960,6 +960,7 @@ class ModelConfig:
     t5_bidirectional: bool = False  # T5 buckets keys at later positions apart (its encoder's way), not as distance 0
     position_init_std: float = ranged(0.02, 0, above=True)  # a trained position table's initial spread (learned, T5)
     attention_window: int = ranged(0, 0)  # W > 0: a query sees only keys within W positions of its own (section 16)
+    top_marker: bool = False  # with digit_places: + at the place above the operands' top digit, not 0 (section 16)
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -995,6 +996,8 @@ class ModelConfig:
             raise ValueError(
                 "digit_places replaces every position: use it without random_positions and position_coupling"
             )
+        if self.top_marker and not self.digit_places:
+            raise ValueError("top_marker places the + of a digit-places layout; set digit_places too")
         if self.encoding == "learned" and self.digit_places > self.max_positions:
             raise ValueError(
                 f"digit_places={self.digit_places} draws positions past the learned table's "
@@ -1747,6 +1750,7 @@ LATER_FIELDS: dict[str, Any] = {
     "model.t5_bidirectional": False,
     "model.position_init_std": 0.02,
     "model.attention_window": 0,
+    "model.top_marker": False,
     "train_eos": True,
     "task_options": {},
 }
@@ -1884,6 +1888,20 @@ class torch_threads:
         torch.set_num_threads(self.before)
 
 
+# Entries a chapter adds to the records of the runs it concerns (section 16: addition's structured
+# sums): name -> a function of (config, trained model) giving the entry, or None for a run it
+# does not concern. Scored after the exact match, in the order registered.
+RECORD_ENTRIES: dict[str, Callable[[RunConfig, DecoderOnlyLM], Any]] = {}
+
+
+def register_record_entry(name: str, score: Callable[[RunConfig, DecoderOnlyLM], Any]) -> None:
+    """Add `name` to the records of the runs `score` concerns (`RECORD_ENTRIES`)."""
+    reserved = {"name", "config", "config_hash", "exact_match", "in_distribution_mean", "loss_curve"}
+    if name in reserved:
+        raise ValueError(f"record entry {name!r} is one every record has; reserved: {', '.join(sorted(reserved))}")
+    RECORD_ENTRIES[name] = score
+
+
 def train_run(
     config: RunConfig, checkpoint: Path | None = None, checkpoint_every: int = 500, progress: bool = True
 ) -> tuple[DecoderOnlyLM, dict[str, Any]]:
@@ -1924,6 +1942,9 @@ def _train_run(
     em, extra = task.score_run(
         state.model, task.sizes(1, config.eval_max_len), config.eval_per_length, config.eval_seed
     )
+    for name, score in RECORD_ENTRIES.items():  # a chapter's further scores, for the runs it concerns
+        if (value := score(config, state.model)) is not None:
+            extra[name] = value
     timings = {"wall_time_s": None, "train_time_s": train_time, "eval_time_s": time.perf_counter() - t_eval}
     record = _record(config, state, em, resumed_from, timings) | extra
     record["wall_time_s"] = time.perf_counter() - t0
@@ -3624,7 +3645,14 @@ class Addition(Task):
 
     def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         la, lb = self.digit_counts(n, batch_size, generator)
-        a, b = self.operand(n, la, generator), self.operand(n, lb, generator)
+        return self.write(self.operand(n, la, generator), self.operand(n, lb, generator), la, lb)
+
+    def write(self, a: Tensor, b: Tensor, la: Tensor | None = None, lb: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The prompts and answers of the sums a + b, each (B, n) digits right-aligned, most
+        significant first; `la`, `lb`: each operand's digit count ((B,); all n if None), written
+        without its leading zeros in the "paper" format."""
+        (batch_size, n), full = a.shape, torch.full((len(a),), a.shape[1])
+        la, lb = full if la is None else la, full if lb is None else lb
         digits, carry = torch.zeros(batch_size, n + 1, dtype=torch.long), torch.zeros(batch_size, dtype=torch.long)
         for i in range(n - 1, -1, -1):  # right to left, with the carry
             total = a[:, i] + b[:, i] + carry
@@ -6424,29 +6452,32 @@ def scoring_verdicts(
 # or T5 the relative distances between a column's digits are 0 and 1 at every length. The layout
 # depends on the size of the prompt and on the decoding step only, never on the answer.
 
-PLACE_LAYOUTS: dict[str, Callable[[Task, int], list[int]]] = {}
+PLACE_LAYOUTS: dict[str, Callable[[Task, int, ModelConfig | None], list[int]]] = {}
 
 
-def addition_places(task: Task, n: int) -> list[int]:
+def addition_places(task: Task, n: int, config: ModelConfig | None = None) -> list[int]:
     """The places of [BOS, a (n digits), +, b (n digits), SEP, answer (n + 1 digits), EOS] at size n:
     operand digits by significance, written most significant first; the queries SEP, y_1, ..
     each the significance of the digit they predict (least significant first if answer="lsd"),
-    the query predicting EOS one past the answer's top place; BOS, + and EOS at 0, n + 3."""
+    the query predicting EOS one past the answer's top place; BOS and EOS at 0 and n + 3, and +
+    at 0, or with `config.top_marker` at n + 1, the place above the operands' top digit."""
     if task.format["format"] != "equal":
         raise ValueError("digit places need both operands written with n digits (addition format 'equal')")
     operand = list(range(n, 0, -1))
     answer = list(range(1, n + 2)) if task.format["answer"] == "lsd" else list(range(n + 1, 0, -1))
-    return [0, *operand, 0, *operand, *answer, n + 2, n + 3]
+    plus = n + 1 if config is not None and config.top_marker else 0
+    return [0, *operand, plus, *operand, *answer, n + 2, n + 3]
 
 
 PLACE_LAYOUTS["addition"] = addition_places
 
 
-def place_layout(task: Task, n: int) -> list[int]:
-    """Each token's place at size n (one per token of [BOS, prompt, SEP, answer, EOS])."""
+def place_layout(task: Task, n: int, config: ModelConfig | None = None) -> list[int]:
+    """Each token's place at size n (one per token of [BOS, prompt, SEP, answer, EOS]) for a
+    model of `config` (the layout's own options, such as `top_marker`; off if None)."""
     if task.name not in PLACE_LAYOUTS or isinstance(task, WithScratchpad):
         raise ValueError(f"task {task.key!r} has no digit places; tasks with them: {', '.join(sorted(PLACE_LAYOUTS))}")
-    layout = PLACE_LAYOUTS[task.name](task, n)
+    layout = PLACE_LAYOUTS[task.name](task, n, config)
     if len(layout) != task.sequence_length(n):
         raise RuntimeError(f"{task.key}: a layout of {len(layout)} places for {task.sequence_length(n)} tokens")
     return layout
@@ -6464,9 +6495,12 @@ def place_room(task: Task, n: int, n_positions: int, places: list[int] | None = 
     return n_positions - top
 
 
-def place_positions(batch: Batch, offsets: Tensor, task: Task, n_positions: int, generator: torch.Generator) -> Batch:
+def place_positions(
+    batch: Batch, offsets: Tensor, task: Task, config: ModelConfig, generator: torch.Generator
+) -> Batch:
     """Every token at its place (`place_layout`) plus one offset per sequence, uniform over those
-    that keep its places below `n_positions`. `offsets` are each token's index in its sequence."""
+    that keep its places below `config.digit_places`. `offsets` are each token's index in its sequence."""
+    n_positions = config.digit_places
     seg, positions = batch.segments, batch.positions.clone()
     seq, lengths = _sequence_index(seg)
     draw = torch.rand(len(lengths), generator=generator)  # one per sequence
@@ -6476,23 +6510,21 @@ def place_positions(batch: Batch, offsets: Tensor, task: Task, n_positions: int,
             break
         mask = (seg >= 0) & (length == task.sequence_length(n))
         if mask.any():
-            places = place_layout(task, n)
+            places = place_layout(task, n, config)
             shift = (draw[seq[mask]] * place_room(task, n, n_positions, places)).long()
             positions[mask] = torch.tensor(places)[offsets[mask]] + shift
     return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
 
 
 def _check_place_room(config: ModelConfig, task: Task, n: int) -> None:
-    place_room(task, n, config.digit_places)
+    place_room(task, n, config.digit_places, place_layout(task, n, config))
 
 
 register_position_scheme(
     PositionScheme(
         "digit places",
         active=lambda config: bool(config.digit_places),
-        apply=lambda config, batch, offsets, task, generator: place_positions(
-            batch, offsets, task, config.digit_places, generator
-        ),
+        apply=lambda config, batch, offsets, task, generator: place_positions(batch, offsets, task, config, generator),
         check_room=_check_place_room,
     )
 )
@@ -6696,7 +6728,7 @@ def places_example(cfg: RunConfig, n: int = 3, seed: int = 0):
     tokens = task.decode(batch.tokens[0][keep].tolist())
     frame = {"token": tokens, "position": batch.positions[0][keep].tolist()}
     if cfg.model.digit_places:
-        frame["place"] = place_layout(task, n)
+        frame["place"] = place_layout(task, n, cfg.model)
     return pd.DataFrame(frame).T
 
 
@@ -6746,6 +6778,251 @@ def column_attention(model: DecoderOnlyLM, task: Task, n: int, count: int = 64, 
                 weight = float((w[head] * m).sum(-1).mean())
                 rows.append({"layer": layer, "head": head, "target": target, "weight": weight})
     return pd.DataFrame(rows)
+
+
+# Sums a uniform sampler almost never draws: at n digits, 0 + 0 is one sum in 10^(2n). Each family
+# draws the operands of its sums, (B, n) digits each, most significant first; `StructuredAddition`
+# writes them as addition in a run's format, so they are scored as every sum is (greedy, from the
+# prompt alone: `exact_match_by_length`), on prompts of their own (the family names its seed).
+# Every equal-format addition run trained from here on records them (`families`: family -> size ->
+# exact match, at `family_sizes`).
+
+
+@dataclass(frozen=True)
+class SumFamily:
+    name: str
+    says: str  # what every sum of the family is
+    draw: Callable[[int, int, torch.Generator], tuple[Tensor, Tensor]]  # (n, count, generator) -> a, b
+
+
+SUM_FAMILIES: dict[str, SumFamily] = {}
+
+
+def register_sum_family(name: str, says: str):
+    """Decorator: register `draw(n, count, generator) -> (a, b)` as the family `name`."""
+
+    def add(draw: Callable[[int, int, torch.Generator], tuple[Tensor, Tensor]]):
+        SUM_FAMILIES[name] = SumFamily(name, says, draw)
+        return draw
+
+    return add
+
+
+def _uniform(low: Tensor | int, high: Tensor | int, shape: tuple[int, ...], generator: torch.Generator) -> Tensor:
+    """Integers uniform in [low, high] (inclusive; tensors broadcast)."""
+    low, high = torch.as_tensor(low), torch.as_tensor(high)
+    return low + (torch.rand(shape, generator=generator) * (high - low + 1)).long()
+
+
+def _swap_half(a: Tensor, b: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Each row's operands swapped with probability 1/2 (which operand is the special one)."""
+    swap = (torch.rand(len(a), generator=generator) < 0.5)[:, None]
+    return torch.where(swap, b, a), torch.where(swap, a, b)
+
+
+@register_sum_family("all zeros", "0..0 + 0..0")
+def _all_zeros(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    return torch.zeros(count, n, dtype=torch.long), torch.zeros(count, n, dtype=torch.long)
+
+
+@register_sum_family("all nines", "9..9 + 9..9")
+def _all_nines(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    return torch.full((count, n), 9), torch.full((count, n), 9)
+
+
+@register_sum_family("one digit repeated", "dd..d + ee..e, d and e uniform 0-9")
+def _repeated(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    return _uniform(0, 9, (count, 1), g).expand(count, n), _uniform(0, 9, (count, 1), g).expand(count, n)
+
+
+@register_sum_family("nines plus one", "9..9 + 0..01 (either order): one carry through every column")
+def _nines_plus_one(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    one = torch.zeros(count, n, dtype=torch.long)
+    one[:, -1] = 1
+    return _swap_half(torch.full((count, n), 9), one, g)
+
+
+@register_sum_family("one operand zero", "uniform digits + 0..0 (either order)")
+def _one_zero(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    return _swap_half(_uniform(0, 9, (count, n), g), torch.zeros(count, n, dtype=torch.long), g)
+
+
+def _short(n: int, count: int, g: torch.Generator) -> Tensor:
+    """Numbers of at most max(1, n // 4) digits (uniform count), zero padded to n."""
+    digits = _uniform(1, max(1, n // 4), (count, 1), g)
+    return torch.where(torch.arange(n) >= n - digits, _uniform(0, 9, (count, n), g), 0)
+
+
+@register_sum_family("much shorter operand", "n digits (the first 1-9) + at most n/4 digits, zero padded")
+def _much_shorter(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    long = _uniform(0, 9, (count, n), g)
+    long[:, 0] = _uniform(1, 9, (count,), g)
+    return _swap_half(long, _short(n, count, g), g)
+
+
+@register_sum_family("both short", "two numbers of at most n/4 digits, zero padded: the answer's top digits 0")
+def _both_short(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    return _short(n, count, g), _short(n, count, g)
+
+
+@register_sum_family("long carry", "every column sums to 9 but the units, which carry: 1 carried through all")
+def _long_carry(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    a = _uniform(0, 9, (count, n), g)
+    a[:, -1] = _uniform(1, 9, (count,), g)
+    b = 9 - a
+    b[:, -1] = _uniform(10 - a[:, -1], 9, (count,), g)
+    return a, b
+
+
+@register_sum_family("carry everywhere", "every column's two digits sum to 10 or more")
+def _carry_everywhere(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    a = _uniform(1, 9, (count, n), g)
+    return a, _uniform(10 - a, 9, (count, n), g)
+
+
+@register_sum_family("no carry", "every column's two digits sum to 9 or less")
+def _no_carry(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    a = _uniform(0, 9, (count, n), g)
+    return a, _uniform(0, 9 - a, (count, n), g)
+
+
+class StructuredAddition(Addition):
+    """Addition whose operands one family draws (`SUM_FAMILIES`), in the format "equal" (both
+    operands written with n digits); its evaluation prompts are its own (`prompt_key`)."""
+
+    def __init__(self, family: str, **options: str) -> None:
+        super().__init__(**options)
+        if self.format["format"] != "equal":
+            raise ValueError("structured sums write both operands with n digits: addition format 'equal' only")
+        if family not in SUM_FAMILIES:
+            raise _unknown("sum family", family, SUM_FAMILIES)
+        self.family = SUM_FAMILIES[family]
+
+    @property
+    def prompt_key(self) -> str:
+        return f"{self.key}/{self.family.name}"
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        return self.write(*self.family.draw(n, batch_size, generator))
+
+
+FAMILY_DENSE_TO = 64  # families are scored at every size to here, then every 16th
+
+
+def family_sizes(max_size: int) -> list[int]:
+    """The sizes the families are scored at, up to `max_size`: every one to 64, then every 16th."""
+    return [n for n in range(1, max_size + 1) if n <= FAMILY_DENSE_TO or n % 16 == 0]
+
+
+def family_exact_match(
+    model: DecoderOnlyLM,
+    task: Task,
+    sizes: Iterable[int],
+    families: Iterable[str] | None = None,
+    n_per_size: int = 256,
+    seed: int = 1234,
+) -> dict[str, dict[str, float]]:
+    """Exact match (0-1) of each family (all registered if None) at each size: family -> size
+    (a string, as in records) -> exact match, on the sums of `task`'s format."""
+    if isinstance(task, WithScratchpad) or task.name != "addition":
+        raise ValueError(f"structured sums are addition's, without a scratchpad; the task is {task.key!r}")
+    out = {}
+    for name in SUM_FAMILIES if families is None else families:
+        family = StructuredAddition(name, **task.format)
+        em = exact_match_by_length(model, family, sizes, n_per_size, seed)
+        out[name] = {str(n): v for n, v in em.items()}
+    return out
+
+
+def _families_entry(config: RunConfig, model: DecoderOnlyLM) -> dict[str, dict[str, float]] | None:
+    """A record's `families`: for equal-format addition without a scratchpad, else None."""
+    task = config.make_task()
+    if config.task != "addition" or isinstance(task, WithScratchpad) or task.format["format"] != "equal":
+        return None
+    sizes = family_sizes(config.eval_max_len)
+    return family_exact_match(model, task, sizes, n_per_size=config.eval_per_length, seed=config.eval_seed)
+
+
+register_record_entry("families", _families_entry)
+
+
+def add_families(configs: Sequence[RunConfig], results_dir: str | Path = ADDITION_DIR) -> list[str]:
+    """Score the families of runs trained before records kept them, from their saved weights, and
+    add `families` to their records; a record that has them is left as it is. Returns the names
+    of the runs scored."""
+    scored = []
+    for cfg in configs:
+        path = record_path(Path(results_dir), cfg)
+        rec = read_record(path)  # raises on a missing or corrupt record
+        if "families" in rec:
+            continue
+        entry = _families_entry(cfg, load_run_model(cfg, results_dir))
+        if entry is None:
+            raise ValueError(f"{cfg.name}: structured sums are scored for equal-format addition runs only")
+        _atomic_json(path, rec | {"families": entry})
+        scored.append(cfg.name)
+    return scored
+
+
+def answer_query_states(
+    model: DecoderOnlyLM, task: Task, n: int, family: str = "all zeros", count: int = 16, seed: int = 1234
+):
+    """Why a family fails, query by query: for each answer query at size n (SEP, y_1 .. y_n+1:
+    they predict the n + 1 digits, then EOS) on the family's sums, what it predicts, the share
+    of sums whose teacher-forced argmax is right, how many distinct tokens the first layer shows
+    it (keys of nonzero weight), and how close its last-layer state comes to the state of a query
+    that must answer otherwise (another target): the smallest distance, relative to the norm of
+    its own state, over those queries (NaN if there are none), the largest over the sums. Where
+    every key two queries can reach is one token, attention averages equal values whatever its
+    weights: their states coincide, and so do their outputs, so at 0 both cannot be right."""
+    family_task = StructuredAddition(family, **task.format)
+    batch = evaluation_batch(family_task, n, count, seed, model.config)
+    with evaluating(model):
+        logits, internals = model(batch.inputs, positions=batch.positions[:, :-1], return_internals=True)
+    queries = torch.arange(2 * n + 2, 3 * n + 4)
+    state = internals.hidden_states[-1][:, queries]  # (B, queries, d)
+    gap = torch.cdist(state, state) / state.norm(dim=-1, keepdim=True)  # (B, q, q'), relative to q's norm
+    targets = batch.targets[:, queries]
+    other = targets[:, :, None] != targets[:, None, :]
+    closest = torch.where(other, gap, torch.inf).min(-1).values.max(0).values
+    right = (logits.argmax(-1) == batch.targets)[:, queries].float().mean(0)
+    seen = internals.attentions[0][:, :, queries] > 0  # (B, H, queries, keys)
+    keys = batch.inputs[:, None, None, :].expand_as(seen)
+    distinct = [len(keys[:, :, q][seen[:, :, q]].unique()) for q in range(len(queries))]
+    order = "lsd" if task.format["answer"] == "lsd" else "msd"
+    places = list(range(1, n + 2)) if order == "lsd" else list(range(n + 1, 0, -1))
+    return pd.DataFrame(
+        {
+            "predicts": [f"digit {p}" for p in places] + ["EOS"],
+            "target": family_task.decode(batch.targets[0, queries].tolist()),
+            "right (%)": 100 * right.numpy(),
+            "tokens it sees": distinct,
+            "closest state that must answer otherwise": torch.where(closest.isinf(), torch.nan, closest).numpy(),
+        }
+    )
+
+
+# The best configuration was scored on random sums; on the families above it fails (notebook 11),
+# and the pilot below looks for a configuration right on every one, trained as before (1-8
+# digits) and scored to 128 digits, so with P = 160 places (a 128-digit sum reaches place 131).
+STRUCTURED_PLACES = 160
+
+
+def structured_run(seed: int = 0, **overrides: Any) -> RunConfig:
+    """The best configuration (`ADDITION_BEST`) with room for 128 digits, scored to 128."""
+    return addition_run(*ADDITION_BEST, seed=seed, digit_places=STRUCTURED_PLACES, eval_max_len=128, **overrides)
+
+
+def structured_pilot() -> list[RunConfig]:
+    """The pilot for the structured sums, in the order tried (seed 0)."""
+    tried: list[dict[str, Any]] = [{}]  # the best configuration as it was, with room for 128 digits
+    # on 0 + 0 the queries at the top of the answer see only zeros, and so have one state (notebook
+    # 11): the + token at the place above the operands' top digit is a key they see at different distances
+    tried += [{"top_marker": True}]
+    return [structured_run(**kw) for kw in tried]
+
+
+register_experiment("addition-structured", structured_pilot, "addition", "11_addition_that_generalizes")
 
 
 def ten_task_addition_curves(results_dir: str | Path = RESULTS_DIR):

@@ -271,3 +271,18 @@ def test_cited_addition_results_are_read_with_their_source():
     cited = L.cited_addition()
     assert list(cited.index) == ["Cho et al. 2024", "McLeish et al. 2024", "Zhou et al. 2024"]
     assert cited["paper"].str.len().min() > 20 and cited["exact_match"].between(0, 100).all()
+
+
+def test_top_marker_puts_plus_above_the_operands_top_digit_and_moves_nothing_else():
+    task, n = lsd_addition(), 5
+    plain, marked = L.place_layout(task, n), L.place_layout(task, n, places_config(top_marker=True))
+    assert marked[n + 1] == n + 1 and plain[n + 1] == 0  # the + token, after operand a
+    assert marked[: n + 1] + marked[n + 2 :] == plain[: n + 1] + plain[n + 2 :]
+    g = torch.Generator().manual_seed(5)
+    cfg = places_config(top_marker=True)
+    batch = L.model_positions(cfg, L.single_length_batch(task, n, 32, g), g, task)
+    assert torch.equal(batch.positions[:, n + 1] - batch.positions[:, 0], torch.full((32,), n + 1))
+    assert int(batch.positions.max()) < cfg.digit_places
+    with pytest.raises(ValueError, match="top_marker places the \\+ of a digit-places layout"):
+        L.ModelConfig(encoding="rope", top_marker=True)
+    assert "top_marker" not in str(L._hashed_fields(L.addition_run(*L.ADDITION_BEST).to_dict()))

@@ -1,0 +1,168 @@
+"""Structured sums (section 16, notebook 11): each family draws the sums it says, is scored as every
+sum is, and lands in the records of equal-format addition runs."""
+
+import json
+
+import pytest
+import torch
+from support import tiny
+
+import lengen_helpers as L
+
+SIZES = (1, 2, 3, 5, 8, 13, 40)
+
+
+def sums(family: str, n: int, answer: str = "lsd", count: int = 64) -> list[tuple[str, str, int]]:
+    """(a, b, answer) of `count` sums the family draws at size n: operands as written, the answer
+    read as a number."""
+    task = L.StructuredAddition(family, answer=answer)
+    batch = L.evaluation_batch(task, n, count, seed=7)
+    out = []
+    for row in batch.tokens.tolist():
+        text = "".join(task.decode(row[1:-1]))
+        a, rest = text.split("+")
+        b, written = rest.split("<sep>")
+        assert len(a) == len(b) == n and len(written) == n + 1
+        out.append((a, b, int(written[::-1] if answer == "lsd" else written)))
+    return out
+
+
+def column_sums(a: str, b: str) -> list[int]:
+    return [int(x) + int(y) for x, y in zip(a, b)]  # most significant first
+
+
+@pytest.mark.parametrize("family", list(L.SUM_FAMILIES))
+@pytest.mark.parametrize("answer", ["lsd", "msd"])
+def test_every_family_writes_true_sums_in_the_runs_format(family, answer):
+    for n in SIZES:
+        for a, b, total in sums(family, n, answer):
+            assert total == int(a) + int(b)
+
+
+PROPERTIES = {
+    "all zeros": lambda a, b, n: a == b == "0" * n,
+    "all nines": lambda a, b, n: a == b == "9" * n,
+    "one digit repeated": lambda a, b, n: len(set(a)) == len(set(b)) == 1,
+    "nines plus one": lambda a, b, n: {a, b} == {"9" * n, "0" * (n - 1) + "1"} or (n == 1 and {a, b} == {"9", "1"}),
+    "one operand zero": lambda a, b, n: "0" * n in (a, b),
+    "much shorter operand": lambda a, b, n: (
+        max(len(a.lstrip("0")), len(b.lstrip("0"))) == n
+        and min(len(a.lstrip("0")), len(b.lstrip("0"))) <= max(1, n // 4)
+    ),
+    "both short": lambda a, b, n: max(len(a.lstrip("0")), len(b.lstrip("0"))) <= max(1, n // 4),
+    "long carry": lambda a, b, n: column_sums(a, b)[-1] >= 10 and all(s == 9 for s in column_sums(a, b)[:-1]),
+    "carry everywhere": lambda a, b, n: all(s >= 10 for s in column_sums(a, b)),
+    "no carry": lambda a, b, n: all(s <= 9 for s in column_sums(a, b)),
+}
+
+
+@pytest.mark.parametrize("family", list(L.SUM_FAMILIES))
+def test_every_family_draws_only_the_sums_it_says(family):
+    assert set(PROPERTIES) == set(L.SUM_FAMILIES)  # a new family brings its check here
+    for n in SIZES:
+        drawn = sums(family, n)
+        assert all(PROPERTIES[family](a, b, n) for a, b, _ in drawn), family
+
+
+def test_families_that_draw_vary_and_either_operand_can_be_the_special_one():
+    assert len({(a, b) for a, b, _ in sums("one digit repeated", 5)}) > 20
+    special = {  # the operand the family fixes or shortens, at 8 digits
+        "one operand zero": lambda x: x == "0" * 8,
+        "nines plus one": lambda x: x == "00000001",
+        "much shorter operand": lambda x: len(x.lstrip("0")) <= 2,
+    }
+    for family, is_special in special.items():
+        assert {is_special(a) for a, _, _ in sums(family, 8)} == {True, False}, family
+    carried = [a[-1] + b[-1] for a, b, _ in sums("long carry", 13)]
+    assert len(set(carried)) > 10  # the units pair itself is drawn, not fixed
+
+
+def test_a_family_has_prompts_of_its_own_and_the_same_ones_every_time():
+    keys = {L.StructuredAddition(f, answer="lsd").prompt_key for f in L.SUM_FAMILIES}
+    assert len(keys) == len(L.SUM_FAMILIES)
+    first, again = (L.evaluation_batch(L.StructuredAddition("no carry"), 6, 16, 1234) for _ in range(2))
+    assert torch.equal(first.tokens, again.tokens)
+
+
+def test_bad_families_and_formats_are_named():
+    with pytest.raises(ValueError, match="unknown sum family 'zeros'.*all zeros"):
+        L.StructuredAddition("zeros")
+    with pytest.raises(ValueError, match="format 'equal' only"):
+        L.StructuredAddition("all zeros", format="paper")
+    with pytest.raises(ValueError, match="addition's, without a scratchpad"):
+        L.family_exact_match(L.DecoderOnlyLM(L.ModelConfig()), L.get_task("copy"), [3])
+
+
+def test_family_sizes_are_every_size_to_64_then_every_16th():
+    assert L.family_sizes(8) == list(range(1, 9))
+    assert L.family_sizes(128) == [*range(1, 65), 80, 96, 112, 128]
+
+
+def test_family_exact_match_is_exact_match_on_the_familys_prompts():
+    model = L.perturb_weights(L.DecoderOnlyLM(L.ModelConfig(encoding="rope"), vocab_size=15).eval())
+    task = L.get_task("addition", {"answer": "lsd"})
+    got = L.family_exact_match(model, task, [2, 3], families=["no carry"], n_per_size=16)
+    want = L.exact_match_by_length(model, L.StructuredAddition("no carry", answer="lsd"), [2, 3], 16)
+    assert got == {"no carry": {str(n): v for n, v in want.items()}}
+
+
+def small_addition(**kw) -> L.RunConfig:
+    model = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    return tiny("addition", "rope", task_options={"answer": "lsd"}, steps=3, warmup_steps=1, **model, **kw)
+
+
+def test_an_equal_format_addition_record_keeps_its_families_and_others_do_not():
+    _, record = L.train_run(small_addition(), progress=False)
+    assert set(record["families"]) == set(L.SUM_FAMILIES)
+    assert all(set(em) == {str(n) for n in range(1, 7)} for em in record["families"].values())
+    assert all(0 <= v <= 1 for em in record["families"].values() for v in em.values())
+    paper = tiny("addition", "rope", task_options={"format": "paper"}, steps=3, warmup_steps=1)
+    assert "families" not in L.train_run(paper, progress=False)[1]
+    assert "families" not in L.train_run(tiny(steps=3, warmup_steps=1), progress=False)[1]
+
+
+def test_add_families_scores_saved_runs_once_and_refuses_other_tasks(tmp_path):
+    cfg = small_addition()
+    copy = tiny(steps=3, warmup_steps=1)
+    L.sweep([cfg, copy], results_dir=tmp_path, progress=False)
+    path = L.record_path(tmp_path, cfg)
+    without = json.loads(path.read_text())
+    kept = without.pop("families")
+    path.write_text(json.dumps(without))
+    assert L.add_families([cfg], tmp_path) == [cfg.name]
+    rec = L.read_record(path)
+    assert rec["families"] == kept  # the same scores as at training: the saved weights, the same prompts
+    assert {k: v for k, v in rec.items() if k != "families"} == without
+    assert L.add_families([cfg], tmp_path) == []  # already there: left as it is
+    with pytest.raises(ValueError, match="equal-format addition runs only"):
+        L.add_families([copy], tmp_path)
+
+
+def test_record_entries_may_not_replace_what_every_record_has():
+    with pytest.raises(ValueError, match="reserved"):
+        L.register_record_entry("exact_match", lambda config, model: None)
+
+
+def test_queries_that_reach_only_zeros_share_one_state_whatever_the_weights():
+    cfg = L.ModelConfig(encoding="rope", digit_places=40, attention_window=2)
+    model = L.perturb_weights(L.DecoderOnlyLM(cfg, 15).eval())
+    task = L.get_task("addition", {"answer": "lsd"})
+    states = L.answer_query_states(model, task, 12, "all zeros", count=4)
+    assert states["predicts"].tolist() == [f"digit {p}" for p in range(1, 14)] + ["EOS"]
+    assert states["target"].tolist() == ["0"] * 13 + ["</s>"]
+    # three layers with a window of 2: from digit 8 up, every key within reach is a 0 (BOS and + sit at place 0)
+    top = states[states["predicts"].isin([*(f"digit {p}" for p in range(8, 14)), "EOS"])]
+    assert (top["tokens it sees"] == 1).all() and (top["closest state that must answer otherwise"] < 1e-5).all()
+    low = states[states["predicts"].isin(["digit 1", "digit 2"])]
+    assert (low["tokens it sees"] > 1).all() and (low["closest state that must answer otherwise"] > 1e-3).all()
+    varied = L.answer_query_states(model, task, 12, "no carry", count=4)
+    assert (varied["closest state that must answer otherwise"].dropna() > 1e-3).all()
+
+
+def test_the_top_marker_gives_the_top_queries_states_apart_on_zeros():
+    cfg = L.ModelConfig(encoding="rope", digit_places=40, attention_window=2, top_marker=True)
+    model = L.perturb_weights(L.DecoderOnlyLM(cfg, 15).eval())
+    states = L.answer_query_states(model, L.get_task("addition", {"answer": "lsd"}), 12, "all zeros", count=4)
+    top = states[states["predicts"].isin(["digit 12", "digit 13", "EOS"])]
+    assert (top["tokens it sees"] == 2).all()  # 0 and the + above the operands
+    assert top["closest state that must answer otherwise"].min() > 1e-3
