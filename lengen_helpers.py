@@ -7025,6 +7025,62 @@ def structured_pilot() -> list[RunConfig]:
 register_experiment("addition-structured", structured_pilot, "addition", "11_addition_that_generalizes")
 
 
+STRUCTURED_GOAL = {"every size to 64": 0.99, "128 digits": 0.95}  # every seed, random sums and every family
+
+
+def family_scores(rec: dict[str, Any]) -> dict[str, dict[int, float]]:
+    """A record's exact match per family and size, random sums (its `exact_match`) first."""
+    if "families" not in rec:
+        raise ValueError(f"{rec['name']} has no structured sums scored; add them with add_families")
+    scores = {"random": rec["exact_match"], **rec["families"]}
+    return {family: {int(n): v for n, v in em.items()} for family, em in scores.items()}
+
+
+def family_table(
+    runs: dict[str, list[RunConfig]],
+    sizes: Sequence[int] = (1, 2, 3, 4, 6, 8, 16, 32, 64),
+    level: float = 0.99,
+    results_dir: str | Path = ADDITION_DIR,
+):
+    """Family x size: exact match (%) of each configuration (label -> its seeds' runs), the worst
+    of its seeds, at `sizes`; and the first size scored at which a seed falls below `level`
+    (NaN if none). Runs without a record are left out; "seeds" counts those in."""
+    rows = []
+    for label_, configs in runs.items():
+        records = [read_record(p) for c in configs if (p := record_path(Path(results_dir), c)).exists()]
+        if not records:
+            continue
+        scores = [family_scores(r) for r in records]
+        for family in scores[0]:
+            worst = {n: min(s[family][n] for s in scores) for n in scores[0][family]}
+            row: dict[str, Any] = {"configuration": label_, "family": family, "seeds": len(records)}
+            row |= {f"{n}": 100 * worst[n] if n in worst else float("nan") for n in sizes}
+            below = [n for n, v in sorted(worst.items()) if v < level]
+            row[f"first size < {100 * level:g}%"] = below[0] if below else float("nan")
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["configuration", "family"])
+
+
+def structured_goal(configs: Sequence[RunConfig], results_dir: str | Path = ADDITION_DIR):
+    """The goal (`STRUCTURED_GOAL`) per seed: the lowest exact match (%) over random sums and
+    every family at the sizes to 64, the same at 128 digits, and whether each meets its floor."""
+    rows = []
+    for cfg in configs:
+        path = record_path(Path(results_dir), cfg)
+        if not path.exists():
+            rows.append({"seed": cfg.seed, "trained": False})
+            continue
+        scores = family_scores(read_record(path))
+        to_64 = min(v for em in scores.values() for n, v in em.items() if n <= 64)
+        at_128 = min(em[128] for em in scores.values()) if all(128 in em for em in scores.values()) else float("nan")
+        row: dict[str, Any] = {"seed": cfg.seed, "trained": True}
+        for name, got in (("every size to 64", to_64), ("128 digits", at_128)):
+            row[f"{name}: lowest (%)"] = 100 * got
+            row[f"{name} >= {100 * STRUCTURED_GOAL[name]:g}%"] = bool(got >= STRUCTURED_GOAL[name])
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("seed")
+
+
 def ten_task_addition_curves(results_dir: str | Path = RESULTS_DIR):
     """Exact match against digits for the ten-task grid's addition runs (the paper's format, deep
     shape) that have landed: encoding, seed, n, exact_match."""

@@ -3,6 +3,7 @@ sum is, and lands in the records of equal-format addition runs."""
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 from support import tiny
@@ -166,3 +167,41 @@ def test_the_top_marker_gives_the_top_queries_states_apart_on_zeros():
     top = states[states["predicts"].isin(["digit 12", "digit 13", "EOS"])]
     assert (top["tokens it sees"] == 2).all()  # 0 and the + above the operands
     assert top["closest state that must answer otherwise"].min() > 1e-3
+
+
+def write_scored(tmp_path, cfg: L.RunConfig, floor: dict[int, float], family_floor: dict[str, dict[int, float]]):
+    """A record of `cfg` with the given exact match on random sums and on each family (no training)."""
+    rec = {
+        "name": cfg.name,
+        "config": cfg.to_dict(),
+        "config_hash": cfg.hash,
+        "training_revision": L.TRAINING_REVISION,
+        "exact_match": {str(n): v for n, v in floor.items()},
+        "loss_curve": {"every": 1, "mean_loss": [1.0]},
+        "families": {f: {str(n): v for n, v in em.items()} for f, em in family_floor.items()},
+    }
+    L._atomic_json(L.record_path(tmp_path, cfg), rec)
+
+
+def test_family_table_and_goal_take_the_worst_seed_and_the_first_size_below_the_level(tmp_path):
+    sizes = [*range(1, 65), 128]
+    seeds = [L.structured_run(seed=s) for s in range(2)]
+    perfect = {n: 1.0 for n in sizes}
+    write_scored(tmp_path, seeds[0], perfect, {"all zeros": perfect, "no carry": perfect})
+    dent = {**perfect, 5: 0.98, 128: 0.96}
+    write_scored(tmp_path, seeds[1], perfect, {"all zeros": dent, "no carry": perfect})
+    table = L.family_table({"best": seeds}, sizes=(4, 5, 128), results_dir=tmp_path)
+    assert table.loc[("best", "all zeros"), "5"] == pytest.approx(98.0)
+    assert table.loc[("best", "all zeros"), "first size < 99%"] == 5
+    assert table.loc[("best", "no carry"), "seeds"] == 2 and pd.isna(
+        table.loc[("best", "no carry"), "first size < 99%"]
+    )
+    goal = L.structured_goal([*seeds, L.structured_run(seed=2)], results_dir=tmp_path)
+    assert goal.loc[0, "every size to 64 >= 99%"] and not goal.loc[1, "every size to 64 >= 99%"]
+    assert goal.loc[1, "128 digits >= 95%"] and goal.loc[1, "128 digits: lowest (%)"] == pytest.approx(96.0)
+    assert not goal.loc[2, "trained"]
+
+
+def test_a_record_without_families_is_named():
+    with pytest.raises(ValueError, match="no structured sums scored; add them with add_families"):
+        L.family_scores({"name": "addition-x", "exact_match": {"1": 1.0}})
