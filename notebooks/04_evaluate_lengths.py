@@ -55,6 +55,13 @@ fig = L.plot_accuracy_vs_length(df, L.FIGURES_DIR / "04_exact_match_vs_length.pn
 plt.show()
 
 # %% [markdown]
+# The cliff, closer: the same curves at n = 12-24, where every encoding falls.
+
+# %%
+fig = L.plot_accuracy_vs_length(df, L.FIGURES_DIR / "04_exact_match_cliff.png", xlim=(12, 24))
+plt.show()
+
+# %% [markdown]
 # ## The in-distribution bar
 #
 # Every run should reach 95% mean exact match over n = 1-16. Runs that miss it are listed here;

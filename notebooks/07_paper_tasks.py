@@ -176,12 +176,37 @@ goal = L.in_distribution_goal(every)
 print(f"{int(goal['meets goal'].sum())} of {len(goal)} (task, encoding) pairs meet the goal")
 L.goal_marks(goal)
 
+# %% [markdown]
+# Exact match against size, per task. The grey line is what a model that ignores its input scores
+# by always writing the commonest answer (measured on 2,048 draws per size; its mean over each
+# task's test sizes is printed below the figure).
+
 # %%
+learned = L.learned_in_distribution(df)
+unranked = "not learned in distribution\n(no encoding reaches 90%):\nleft out of the headline ranking"
+tops = {t: L.task_of_key(t).train_max_size for t in df["task"].unique()}
+chance = {t: L.majority_answer_share(t, sorted(s), count=2048) for t, s in df.groupby("task")["n"].unique().items()}
 fig = L.plot_by_length(df, "exact_match", "exact match (%, band = min-max over seeds)", "exact match against size",
-                       L.FIGURES_DIR / "07_paper_tasks_exact_match.png", scale=100.0, ylim=(-2, 102),
-                       train_max={t: L.task_of_key(t).train_max_size for t in df["task"].unique()},
-                       xlabel="size n (digits, symbols, terms, variables, calls; SCAN: actions)")
+                       L.FIGURES_DIR / "07_paper_tasks_exact_match.png", scale=100.0, ylim=(-2, 102), train_max=tops,
+                       xlabel="size n (digits, symbols, terms, variables, calls; SCAN: actions)",
+                       titles={t: L.task_title(t) for t in tops},
+                       notes=dict.fromkeys(learned.index[~learned["learned"]], unranked),
+                       baselines=chance, baseline_label="the commonest answer, whatever the input", shared_legend=True)
 plt.show()
+test = {t: chance[t].loc[tops[t] + 1 : 2 * tops[t]].mean() for t in tops}
+print("The commonest answer's exact match over the test sizes L+1..2L (%):",
+      ", ".join(f"{t} {100 * v:.0f}" for t, v in test.items()))
+
+# %% [markdown]
+# Where the curves meet the grey line, no encoding does better than ignoring its input, and the
+# ranks there order noise around chance. Per task: the first size from which every encoding's
+# mean exact match stays within 5 points of the commonest answer's, to the largest size scored.
+
+# %%
+means = df.groupby(["task", "n", "encoding"])["exact_match"].mean().unstack("encoding")
+near = {t: (means.loc[t].sub(chance[t], axis=0).abs().max(axis=1) <= 0.05) for t in tops}
+at_chance = {t: next((n for n in v.index if v.loc[n:].all()), None) for t, v in near.items()}
+print("; ".join(f"{t}: {'never' if n is None else f'from n = {n}'}" for t, n in at_chance.items()))
 
 # %% [markdown]
 # How each arithmetic task's accuracy falls with size: the mean over seeds of the best encoding
@@ -314,7 +339,7 @@ for stat in ("study's", "paper's"):
     print(f"the {stat} statistic: {L.stated_orderings(evidence[stat, 'every task with a complete grid'])}")
 
 # %%
-tasks = ", ".join(sorted(headline["task"].unique()))
+tasks = ", ".join(L.task_title(t) for t in sorted(headline["task"].unique()))
 rr = L.column_reciprocal_ranks(study["learned tasks (headline)"])
 fig = L.plot_mrr(rr, L.paper_figures()["mean_reciprocal_rank_no_scratchpad"],
                  f"The study's mean reciprocal rank over the learned tasks\n({tasks}; 3 seeds each)",

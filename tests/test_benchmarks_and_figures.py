@@ -288,3 +288,88 @@ def test_figures_keep_one_colour_per_encoding():
     for fig in figs:
         assert_one_colour_per_encoding(fig)
     plt.close("all")
+
+
+def test_plot_by_length_shares_one_legend_and_draws_notes_and_baselines():
+    table = pd.DataFrame(
+        [
+            {"task": t, "encoding": e, "seed": s, "n": n, "exact_match": 1.0 if n <= 8 else 0.5}
+            for t in ("parity", "addition.paper")
+            for e in ("nope", "rope")
+            for s in range(2)
+            for n in range(1, 17)
+        ]
+    )
+    base = pd.Series({n: 0.5 for n in range(1, 17)})
+    fig = L.plot_by_length(
+        table, "exact_match", "exact match (%)", "exact match", train_max=8, scale=100.0,
+        titles={"addition.paper": L.task_title("addition.paper")}, notes={"parity": "not learned"},
+        baselines={"parity": base}, baseline_label="the commonest answer", shared_legend=True,
+    )  # fmt: skip
+    assert [ax.get_legend() for ax in fig.axes] == [None, None] and len(fig.legends) == 1
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == [
+        "NoPE (2 seeds)",
+        "RoPE (2 seeds)",
+        "longest training size (each panel's)",
+        "the commonest answer",
+    ]
+    assert [ax.get_title() for ax in fig.axes] == ["parity: exact match", "addition (the paper's format): exact match"]
+    assert "not learned" in [t.get_text() for t in fig.axes[0].texts] and not fig.axes[1].texts
+    plt.close(fig)
+
+
+def test_the_commonest_answer_share_is_chance_where_answers_are_few():
+    parity = L.majority_answer_share("parity", [3, 9], count=2048)
+    assert parity.index.tolist() == [3, 9] and ((parity > 0.45) & (parity < 0.56)).all()
+    assert L.majority_answer_share("copy", [3], count=512).iloc[0] < 0.02  # 8,000 answers
+    assert L.task_title("copy") == "copy" and L.task_title("addition.lsd") == "addition (answer reversed)"
+
+
+def test_plot_mrr_legend_swatch_is_neutral_beside_the_papers_marker():
+    units = pd.DataFrame({"nope": [1.0, 0.5], "rope": [0.5, 1.0]})
+    fig = L.plot_mrr(units, {"nope": 0.7})
+    legend = fig.axes[0].get_legend()
+    assert [t.get_text().split(",")[0] for t in legend.get_texts()] == ["paper", "ours"]
+    assert to_rgba(legend.legend_handles[1].get_facecolor()) == to_rgba("lightgray")
+    plt.close(fig)
+
+
+def test_worst_in_bands_keeps_each_bands_largest_value():
+    position = pd.Series(range(1, 101))
+    value = pd.Series([1e-3 if p == 37 else 1e-6 for p in range(1, 101)])
+    worst = L._worst_in_bands(position, value, bands=10)
+    assert worst.max() == 1e-3 and (worst == 1e-3).sum() == 1  # the spike survives, in one band
+    assert worst.index.is_monotonic_increasing and worst.index[-1] == 100
+
+
+def test_notebook_08_figures_carry_one_legend_each_and_labelled_panels():
+    rows = [(n, t) for n in (64, 128) for t in range(1, n)]
+    precision = pd.DataFrame(
+        [{"n_positions": n, "position": t, "readout_error": 1e-6 * t, "attention_on_target": 1.0} for n, t in rows]
+    )
+    fig = L.plot_construction_precision(precision)
+    assert all(ax.get_legend() is not None for ax in fig.axes)
+    assert_labelled(fig)
+    probes = pd.DataFrame(
+        [
+            {"probe": "mlp", "task": t, "encoding": e, "layer": k, "sizes": s, "position": p, "mae": 1.0, "count": 2}
+            for t in ("copy", "reverse") for e in ("nope", "rope") for k in range(3)
+            for s in ("training", "longer") for p in range(5)
+        ]
+    )  # fmt: skip
+    fig = L.plot_probe_errors(probes, {"copy/nope": 3}, train_last=3)
+    assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[:3] == ["embeddings", "after layer 1", "after layer 2"] and "longer sequences" in labels
+    first = pd.DataFrame(
+        [
+            {"task": t, "encoding": "nope", "position": p, "head": h, "bos_weight": 0.5, "entropy": 1.0,
+             "uniform_entropy": 2.0}
+            for t in ("copy", "reverse") for p in range(4) for h in range(2)
+        ]
+    )  # fmt: skip
+    fig = L.plot_first_layer(first, train_last=2)
+    assert len(fig.legends) == 1 and [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["head 0", "head 1"]
+    assert_labelled(fig)
+    plt.close("all")

@@ -3,6 +3,7 @@ sum is, and lands in the records of equal-format addition runs."""
 
 import json
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import torch
@@ -205,3 +206,62 @@ def test_family_table_and_goal_take_the_worst_seed_and_the_first_size_below_the_
 def test_a_record_without_families_is_named():
     with pytest.raises(ValueError, match="no structured sums scored; add them with add_families"):
         L.family_scores({"name": "addition-x", "exact_match": {"1": 1.0}})
+
+
+def test_plot_structured_draws_each_configuration_in_its_encodings_colour(tmp_path):
+    sizes = [*range(1, 65), 128]
+    runs = {"before": [L.addition_run(*L.ADDITION_BEST, seed=s) for s in range(2)], "after": L.structured_study()[:1]}
+    for cfg in runs["before"]:
+        em = {n: 1.0 for n in range(1, 65)}
+        write_scored(tmp_path, cfg, em, {"all zeros": {**em, 8: 0.0}, "no carry": em})
+    full = {n: 1.0 for n in sizes}
+    write_scored(tmp_path, runs["after"][0], full, {"all zeros": full, "no carry": full})
+    fig = L.plot_structured(runs, results_dir=tmp_path)
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_legend().get_texts()][:2] == ["before (2 seeds)", "after (1 seed)"]
+    worst_before = right.get_lines()[0].get_ydata()
+    assert min(worst_before) == 0.0 and len(worst_before) == 64  # the zeros' dent at 8 digits, to 64
+    assert max(right.get_lines()[1].get_xdata()) == 128
+    assert {line.get_color() for line in left.get_lines()[:2]} == {L.encoding_color("rope")}
+    plt.close(fig)
+
+
+def test_run_operands_are_runs_of_repeated_digits_and_still_true_sums():
+    task = L.get_task("addition", {"answer": "lsd", "operands": "runs"})
+    x, y = task.sample(8, 512, torch.Generator().manual_seed(3))
+    n = 8
+    a, b = x[:, :n] - L.N_SPECIAL, x[:, n + 1 :] - L.N_SPECIAL
+    value = lambda d: sum(int(v) * 10**i for i, v in enumerate(reversed(d)))  # noqa: E731
+    for row_a, row_b, row_y in zip(a.tolist(), b.tolist(), (y - L.N_SPECIAL).tolist()):
+        assert value(row_y[::-1]) == value(row_a) + value(row_b)
+    constant = lambda d: (d == d[:, :1]).all(1).float().mean()  # noqa: E731
+    uniform = L.get_task("addition", {"answer": "lsd"}).sample(8, 512, torch.Generator().manual_seed(3))[0]
+    assert constant(a) > 0.05 and constant(uniform[:, :n]) == 0  # one digit throughout: common, not 1 in 10^7
+    assert 0.3 < (a[:, 1:] == a[:, :-1]).float().mean() < 0.7  # half the operands uniform, half in runs
+
+
+def test_train_task_options_change_training_only_and_earlier_runs_keep_their_hashes():
+    base = L.structured_run(top_marker=True)
+    runs = L.structured_run(top_marker=True, train_task_options={"operands": "runs"})
+    assert runs.hash != base.hash and runs.name == base.name
+    assert runs.make_task().key == "addition.lsd" and runs.make_training_task().key == "addition.lsd.runs"
+    assert "train_task_options" not in str(L._hashed_fields(base.to_dict()))
+    same = L.structured_run(top_marker=True, train_task_options={"operands": "uniform"})
+    assert same.train_task_options == {} and same.hash == base.hash  # the test's own option: nothing changes
+    g = torch.Generator().manual_seed(0)
+    drawn = L.training_batch(runs.make_training_task(), runs, g).tokens
+    assert drawn.shape[0] >= 1
+    with pytest.raises(ValueError, match="option operands='zeros' is not valid"):
+        L.structured_run(train_task_options={"operands": "zeros"})
+
+
+def test_a_run_trained_on_runs_draws_them_and_is_scored_on_uniform_sums():
+    cfg = small_addition(train_task_options={"operands": "runs"})
+    plain = small_addition()
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    mixed = L.training_batch(cfg.make_training_task(), cfg, g1)
+    uniform = L.training_batch(plain.make_training_task(), plain, g2)
+    assert not torch.equal(mixed.tokens, uniform.tokens)
+    scored, scored_plain = (L.evaluation_batch(c.make_task(), 5, 64, 1234, c.model) for c in (cfg, plain))
+    assert torch.equal(scored.tokens, scored_plain.tokens)  # the test sums: uniform, the same for both
+    assert (scored.tokens[:, 1:6] == scored.tokens[:, 1:2]).all(1).float().mean() < 0.01
