@@ -3402,10 +3402,13 @@ def draw_attention(
     ax=None,
     results_dir: str | Path = RESULTS_DIR,
     intervention: str = "none",
+    colorbar: bool | None = None,
 ) -> dict[str, Any]:
     """Heatmap of one head on one gold sequence (output steps x all positions), on-target cells
-    ringed; returns what was drawn, including the model's greedy output against the target. The
-    model is the grid's, or that of a training `intervention` (notebook 09)."""
+    ringed, with a colour bar of the weights (`colorbar`; by default where it draws its own
+    figure); returns what was drawn, including the model's greedy output against the target,
+    as token ids and as the task's symbols. The model is the grid's, or that of a training
+    `intervention` (notebook 09)."""
     cfg = intervention_run(intervention, task, encoding, seed)
     model, task = load_run_model(cfg, intervention_dir(intervention, results_dir)), cfg.task
     c = model.config
@@ -3423,9 +3426,12 @@ def draw_attention(
     prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
     generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
     target = batch.tokens[example, sep + 1 :]
+    colorbar = ax is None if colorbar is None else colorbar
     if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
-    ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
+        _, ax = plt.subplots(figsize=(6.8, 4))
+    image = ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="attention weight")
     ax.scatter(
         k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
     )
@@ -3442,6 +3448,8 @@ def draw_attention(
         "on_target": score,
         "generated": generated.tolist(),
         "target": target.tolist(),
+        "generated symbols": " ".join(cfg.make_task().decode(generated.tolist())),
+        "target symbols": " ".join(cfg.make_task().decode(target.tolist())),
         "correct": bool(torch.equal(generated, target)),
         "ax": ax,
     }
@@ -3462,7 +3470,8 @@ def plot_pointer_heads(
     for row, enc in zip(axes, encodings):
         layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
         for ax, n in zip(row, lengths):
-            draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir)
+            last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
+            draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir, colorbar=last)
     fig.suptitle(f"{task}: each seed-0 model's pointer head at n = 16 and n = 32 (one example; score over 64)")
     fig.tight_layout(rect=(0, 0, 1, 0.98))
     save_figure(fig, path, dpi=100)
@@ -3565,7 +3574,8 @@ class AttentionExplorer:
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=90)
         verdict = "right" if drawn["correct"] else "wrong"
-        text = f"{ax.get_title()}\ntarget    {drawn['target']}\ngenerated {drawn['generated']}  ({verdict})"
+        target, generated = drawn["target symbols"], drawn["generated symbols"]
+        text = f"{ax.get_title()}\ntarget    {target}\ngenerated {generated}  ({verdict})"
         self.image.value, self.caption.value = png.getvalue(), f"<pre>{html.escape(text)}</pre>"
         self.last = {**v, **drawn, "title": ax.get_title()}
 
@@ -7086,13 +7096,14 @@ def answer_query_states(
     model: DecoderOnlyLM, task: Task, n: int, family: str = "all zeros", count: int = 16, seed: int = 1234
 ):
     """Why a family fails, query by query: for each answer query at size n (SEP, y_1 .. y_n+1:
-    they predict the n + 1 digits, then EOS) on the family's sums, what it predicts, the share
-    of sums whose teacher-forced argmax is right, how many distinct tokens the first layer shows
-    it (keys of nonzero weight), and how close its last-layer state comes to the state of a query
-    that must answer otherwise (another target): the smallest distance, relative to the norm of
-    its own state, over those queries (NaN if there are none), the largest over the sums. Where
-    every key two queries can reach is one token, attention averages equal values whatever its
-    weights: their states coincide, and so do their outputs, so at 0 both cannot be right."""
+    they predict the n + 1 digits, then EOS) on the family's sums, what it predicts (and its
+    target in the first sum), the share of sums whose teacher-forced argmax is right, how many
+    distinct tokens the first layer shows it (keys of nonzero weight), and how close its
+    last-layer state comes to the state of a query that must answer otherwise (another target):
+    the smallest distance, relative to the norm of its own state, over those queries (NaN if
+    there are none), the largest over the sums. Where every key two queries can reach is one
+    token, attention averages equal values whatever its weights: their states coincide, and so
+    do their outputs, so at 0 both cannot be right."""
     family_task = StructuredAddition(family, **task.format)
     batch = evaluation_batch(family_task, n, count, seed, model.config)
     with evaluating(model):
@@ -7112,7 +7123,7 @@ def answer_query_states(
     return pd.DataFrame(
         {
             "predicts": [f"digit {p}" for p in places] + ["EOS"],
-            "target": family_task.decode(batch.targets[0, queries].tolist()),
+            "target (first sum)": family_task.decode(batch.targets[0, queries].tolist()),
             "right (%)": 100 * right.numpy(),
             "tokens it sees": distinct,
             "closest state that must answer otherwise": torch.where(closest.isinf(), torch.nan, closest).numpy(),
@@ -7191,24 +7202,31 @@ def family_table(
     return pd.DataFrame(rows).set_index(["configuration", "family"])
 
 
-def structured_goal(configs: Sequence[RunConfig], results_dir: str | Path = ADDITION_DIR):
-    """The goal (`STRUCTURED_GOAL`) per seed: the lowest exact match (%) over random sums and
-    every family at the sizes to 64, the same at 128 digits, and whether each meets its floor."""
+def structured_goal(configs: Sequence[RunConfig], results_dir: str | Path = ADDITION_DIR, by: str = "seed"):
+    """The goal (`STRUCTURED_GOAL`) per run, indexed by its seed (`by="seed"`) or by what it
+    changes (`by="settings"`, `addition_settings`): the lowest exact match (%) over random sums
+    and every family at the sizes to 64, the same at 128 digits, whether each meets its floor,
+    and the family and size of the lowest."""
     rows = []
     for cfg in configs:
         path = record_path(Path(results_dir), cfg)
+        key = cfg.seed if by == "seed" else addition_settings(cfg)
         if not path.exists():
-            rows.append({"seed": cfg.seed, "trained": False})
+            rows.append({by: key, "trained": False})
             continue
         scores = family_scores(read_record(path))
         to_64 = min(v for em in scores.values() for n, v in em.items() if n <= 64)
         at_128 = min(em[128] for em in scores.values()) if all(128 in em for em in scores.values()) else float("nan")
-        row: dict[str, Any] = {"seed": cfg.seed, "trained": True}
+        row: dict[str, Any] = {by: key, "trained": True}
         for name, got in (("every size to 64", to_64), ("128 digits", at_128)):
             row[f"{name}: lowest (%)"] = 100 * got
             row[f"{name} >= {100 * STRUCTURED_GOAL[name]:g}%"] = bool(got >= STRUCTURED_GOAL[name])
+        family, n = min(
+            ((f, n) for f, em in scores.items() for n in em if n <= 64), key=lambda fn: scores[fn[0]][fn[1]]
+        )
+        row["lowest to 64 at"] = f"{family}, {n} digits"
         rows.append(row)
-    return pd.DataFrame(rows).set_index("seed")
+    return pd.DataFrame(rows).set_index(by)
 
 
 def plot_structured(runs: dict[str, list[RunConfig]], path: Path | None = None, results_dir: str | Path = ADDITION_DIR):

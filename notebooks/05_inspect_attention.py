@@ -125,10 +125,11 @@ explorer = L.AttentionExplorer()
 explorer.widget
 
 # %%
-drawn = L.draw_attention("reverse", "nope", seed=0, layer=2, head=0, n=20)
+layer, head, _ = L.pointer_head(L.load_model("reverse", "nope", 0), "reverse", 16)  # the explorer's first view
+drawn = L.draw_attention("reverse", "nope", seed=0, layer=layer, head=head, n=20)
 plt.show()
-print("target   ", drawn["target"])
-print("generated", drawn["generated"], "(right)" if drawn["correct"] else "(wrong)")
+print("target   ", drawn["target symbols"])
+print("generated", drawn["generated symbols"], "(right)" if drawn["correct"] else "(wrong)")
 
 # %% [markdown]
 # ## How close is each encoding's attention to NoPE's?

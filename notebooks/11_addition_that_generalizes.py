@@ -151,7 +151,7 @@ plt.show()
 # runs without places and without the window are the pilot's):
 
 # %%
-keep = (table["stage"] != "pilot") | ((table["encoding"] == "rope") & (table["settings"] == ""))
+keep = table["stage"].isin(["seeds", "ablation"]) | ((table["encoding"] == "rope") & (table["settings"] == ""))
 ablation = table[keep][shown[1:-2]].round(1).assign(**{"final loss": losses})
 ablation
 

@@ -1,5 +1,6 @@
 """Analysis tables, mean reciprocal rank, pointer heads, JSD, and the attention explorer."""
 
+import html
 import math
 
 import pandas as pd
@@ -137,6 +138,9 @@ def test_explorer_redraws_when_controls_change(grid_weights):
     assert (ex.last["attention"] == direct["attention"]).all()
     assert len(ex.last["generated"]) == len(ex.last["target"]) == 8  # n symbols and EOS
     assert math.isclose(ex.last["on_target"], direct["on_target"])
+    assert direct["target symbols"] == " ".join(L.get_task("reverse").decode(direct["target"]))
+    assert html.escape(direct["target symbols"]) in ex.caption.value and direct["target symbols"].endswith("</s>")
+    assert len(direct["ax"].figure.axes) == 2  # its own figure: the heatmap and its colour bar
 
 
 def test_explorer_opens_on_the_pointer_head_and_jumps_back_to_it(grid_weights):

@@ -151,7 +151,7 @@ def test_queries_that_reach_only_zeros_share_one_state_whatever_the_weights():
     task = L.get_task("addition", {"answer": "lsd"})
     states = L.answer_query_states(model, task, 12, "all zeros", count=4)
     assert states["predicts"].tolist() == [f"digit {p}" for p in range(1, 14)] + ["EOS"]
-    assert states["target"].tolist() == ["0"] * 13 + ["</s>"]
+    assert states["target (first sum)"].tolist() == ["0"] * 13 + ["</s>"]
     # three layers with a window of 2: from digit 8 up, every key within reach is a 0 (BOS and + sit at place 0)
     top = states[states["predicts"].isin([*(f"digit {p}" for p in range(8, 14)), "EOS"])]
     assert (top["tokens it sees"] == 1).all() and (top["closest state that must answer otherwise"] < 1e-5).all()
@@ -201,6 +201,9 @@ def test_family_table_and_goal_take_the_worst_seed_and_the_first_size_below_the_
     assert goal.loc[0, "every size to 64 >= 99%"] and not goal.loc[1, "every size to 64 >= 99%"]
     assert goal.loc[1, "128 digits >= 95%"] and goal.loc[1, "128 digits: lowest (%)"] == pytest.approx(96.0)
     assert not goal.loc[2, "trained"]
+    assert goal.loc[1, "lowest to 64 at"] == "all zeros, 5 digits"
+    by_settings = L.structured_goal(seeds[1:], results_dir=tmp_path, by="settings")
+    assert by_settings.index.tolist() == [L.addition_settings(seeds[1])]
 
 
 def test_a_record_without_families_is_named():
