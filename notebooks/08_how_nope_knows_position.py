@@ -79,9 +79,8 @@ pd.DataFrame(rows)
 # one's, and a second layer can attend by relative offset using it: both theorems hold for our
 # architecture, exactly in float64. But what the construction builds is an interpolation table
 # for a chosen range of positions: its feed-forward layer has a ReLU unit per position and passes
-# through the integers of that range only. Beyond the range the interpolation extrapolates
-# linearly and the angle wraps, so later positions are read as wrong ones: a construction built
-# for a range says nothing about the positions past it.
+# through the integers of that range only. What it reads past that range is not tested here: a
+# construction built for a range says nothing about the positions past it.
 #
 # ### How the precision degrades with length
 #

@@ -242,7 +242,7 @@ spread(["n = 1-16, length given", "longest n >= 90%, length given", "n = 32, len
 # %% [markdown]
 # ## The goal: 90% at n = 32 on copy and on reverse
 #
-# The goal set for the interventions: a configuration that holds at least 90% exact match at
+# The question put to the interventions: is there a configuration that holds at least 90% exact match at
 # n = 32 (twice the longest training input) on both copy and reverse, with at least 95% in
 # distribution (mean over n = 1-16), by the study's metric (EOS included), and separately with
 # the length given. Checked per
@@ -332,7 +332,8 @@ rp_hot.loc[:, (slice(None), ["n = 1-16", "longest n >= 90%", "longest n >= 90%, 
 # Taking the stop decision out of training frees nothing the pointer can use here.
 #
 # **Index hints** are learned by ALiBi (100% in distribution) but do not move its cliff (16, or
-# 17-18 with the length given): it stops early or points wrong past n = 16 as before. One seed
+# 17-18 with the length given): its exact match falls past n = 16 as before (whether by stopping
+# early or by pointing wrong was not broken down for these runs). One seed
 # suggests that the model kept addressing by position rather than through the hints (which
 # tokens its heads read was not measured). With random positions
 # (P = 640) as well, ALiBi learns reverse (17) but not copy (2% in distribution). NoPE with
@@ -393,11 +394,12 @@ plt.show()
 #
 # ## Why the cliff sits where it does
 #
-# Every model of the grid, and every intervention that leaves the model to locate "the i-th
-# prompt symbol" and "the end of the answer" by itself, fails between n = 16 and n = 20. That
-# holds whatever the encoding, with positions randomized (so that every position value and
-# offset is trained), without the stop decision in training, with hints that make both
-# decisions a content match, and with attention sharpened at inference. We hypothesise that where
+# Most models of the grid, and most interventions that leave the model to locate "the i-th
+# prompt symbol" and "the end of the answer" by itself, fail between n = 16 and n = 20; the
+# exceptions printed above fail sooner, none later. That range holds whatever the encoding, with
+# positions randomized (so that every position value and offset is trained), without the stop
+# decision in training, with hints that make both decisions a content match, and with attention
+# sharpened at inference. We hypothesise that where
 # these models fail is set by how they address: by a position value learned up to the training
 # length (the absolute encodings, and the relative ones, whose offsets past 34 were never seen),
 # or by a count of tokens that holds a few lengths past the training ones (NoPE, and every

@@ -311,7 +311,7 @@ def test_plot_by_length_shares_one_legend_and_draws_notes_and_baselines():
     assert labels == [
         "NoPE (2 seeds)",
         "RoPE (2 seeds)",
-        "longest training size (each panel's)",
+        "longest training n = 8",
         "the commonest answer",
     ]
     assert [ax.get_title() for ax in fig.axes] == ["parity: exact match", "addition (the paper's format): exact match"]

@@ -140,7 +140,8 @@ def test_per_task_orders_say_in_all_seeds_or_how_many():
 
 
 def test_task_keys_name_their_format():
-    assert L.task_of_key("addition.paper.lsd").format == {"format": "paper", "answer": "lsd", "scratchpad": "none"}
+    expected = {"format": "paper", "answer": "lsd", "scratchpad": "none", "operands": "uniform"}
+    assert L.task_of_key("addition.paper.lsd").format == expected
     assert L.task_of_key("copy").key == "copy"
     with pytest.raises(ValueError, match="'wide' is no option value of task 'addition'"):
         L.task_of_key("addition.wide")

@@ -206,6 +206,22 @@ def test_family_table_and_goal_take_the_worst_seed_and_the_first_size_below_the_
     assert by_settings.index.tolist() == [L.addition_settings(seeds[1])]
 
 
+def test_family_lowest_takes_the_worst_size_and_seed_and_names_no_size_at_100(tmp_path):
+    sizes = [*range(1, 65), 80, 96, 112, 128]
+    seeds = [L.structured_run(seed=s) for s in range(2)]
+    perfect = {n: 1.0 for n in sizes}
+    write_scored(tmp_path, seeds[0], perfect, {"all zeros": {**perfect, 96: 0.9}, "no carry": perfect})
+    write_scored(tmp_path, seeds[1], perfect, {"all zeros": {**perfect, 7: 0.5, 9: 0.5}, "no carry": perfect})
+    lowest = L.family_lowest({"best": seeds, "one seed": seeds[:1]}, results_dir=tmp_path)
+    assert list(lowest.columns.get_level_values(0).unique()) == ["best", "one seed"]
+    assert lowest.loc["all zeros", ("best", "lowest (%)")] == pytest.approx(50.0)
+    assert lowest.loc["all zeros", ("best", "at (digits)")] == 7  # the first of the two lowest
+    assert lowest.loc["all zeros", ("one seed", "at (digits)")] == 96  # a size past 64, scored
+    assert pd.isna(lowest.loc["no carry", ("best", "at (digits)")])
+    with pytest.raises(ValueError, match="has a record"):
+        L.family_lowest({"untrained": [L.structured_run(seed=5)]}, results_dir=tmp_path)
+
+
 def test_a_record_without_families_is_named():
     with pytest.raises(ValueError, match="no structured sums scored; add them with add_families"):
         L.family_scores({"name": "addition-x", "exact_match": {"1": 1.0}})
@@ -268,3 +284,19 @@ def test_a_run_trained_on_runs_draws_them_and_is_scored_on_uniform_sums():
     scored, scored_plain = (L.evaluation_batch(c.make_task(), 5, 64, 1234, c.model) for c in (cfg, plain))
     assert torch.equal(scored.tokens, scored_plain.tokens)  # the test sums: uniform, the same for both
     assert (scored.tokens[:, 1:6] == scored.tokens[:, 1:2]).all(1).float().mean() < 0.01
+
+
+def test_family_errors_count_each_sums_first_wrong_token_and_the_right_ones():
+    cfg = L.structured_run(top_marker=True)
+    torch.manual_seed(0)
+    model = L.perturb_weights(L.make_model(cfg), 0.05).eval()
+    task = cfg.make_task()
+    errors = L.family_errors(model, task, 6, "no carry", count=64)
+    assert errors["sums"].sum() == 64
+    batch = L.evaluation_batch(L.StructuredAddition("no carry", **task.format), 6, 64, 1234, cfg.model)
+    with torch.no_grad():
+        right = int(L.exact_match_rows(model, batch).sum())
+    assert errors.set_index(["should be", "writes"])["sums"].get(("right", "right"), 0) == right
+    wrong = errors[errors["should be"] != "right"]
+    assert (wrong["should be"] != wrong["writes"]).all()
+    assert set(wrong["should be"]) <= set("0123456789") | {"</s>"}

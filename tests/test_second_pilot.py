@@ -1,0 +1,100 @@
+"""LEGO and PCFG's second pilot: where a model fails, per queried variable's place in its chain
+(LEGO) and per nesting depth (PCFG), checked on hand-built prompts and against exact match."""
+
+import json
+
+import pytest
+import torch
+
+import lengen_helpers as L
+
+
+def lego_prompt(task: L.Task, clauses: list[tuple[str, str, str]], query: str) -> torch.Tensor:
+    return task.encode([w for clause in clauses for w in clause] + [query])
+
+
+@pytest.mark.parametrize(
+    "clauses, query, place",
+    [
+        ([("a", "+", "1"), ("b", "-", "a"), ("c", "+", "b"), ("d", "-", "c")], "a", 1),
+        ([("a", "+", "1"), ("b", "-", "a"), ("c", "+", "b"), ("d", "-", "c")], "d", 4),
+        ([("c", "+", "b"), ("a", "-", "1"), ("d", "-", "c"), ("b", "+", "a")], "c", 3),  # shuffled
+        ([("c", "+", "b"), ("a", "-", "1"), ("d", "-", "c"), ("b", "+", "a")], "d", 4),
+    ],
+)
+def test_lego_chain_position_follows_the_operands_to_the_root(clauses, query, place):
+    task = L.get_task("lego")
+    assert L.lego_chain_position(lego_prompt(task, clauses, query), len(clauses)) == place
+
+
+@pytest.mark.parametrize("fmt", ["paper", "shuffled"])
+def test_lego_chain_position_on_drawn_prompts_matches_how_they_were_drawn(fmt):
+    task = L.get_task("lego", {"format": fmt})
+    prompts, _ = task.sample(8, 256, torch.Generator().manual_seed(0))
+    places = {L.lego_chain_position(p, 8) for p in prompts}
+    low = (8 + 1) // 2 + 1 if fmt == "paper" else 8 // 2 + 1  # the second half of the chain, 1-based
+    assert places == set(range(low, 9))
+    if fmt == "paper":  # chain order: the queried variable's clause is at its place
+        for p in prompts[:32]:
+            clause = [int(p[3 * i]) for i in range(8)].index(int(p[24]))
+            assert L.lego_chain_position(p, 8) == clause + 1
+
+
+@pytest.mark.parametrize(
+    "expression, depth",
+    [
+        ("A1 B1", 0),
+        ("copy A1 B1", 1),
+        ("append A1 , B1 C1", 1),
+        ("append swap_first_last A1 B1 C1 , repeat D1", 2),
+        ("echo append A1 , prepend B1 , C1", 3),
+        ("shift reverse append A2 B2 , remove_first C2 , D2 E2", 4),
+        ("append A1 , repeat reverse B1 _ _ _", 3),
+    ],
+)
+def test_pcfg_depth_counts_nested_calls(expression, depth):
+    assert L.pcfg_depth(expression.split()) == depth
+
+
+def test_pcfg_depth_is_between_one_and_the_calls_of_each_drawn_expression():
+    g = torch.Generator().manual_seed(1)
+    for n in (1, 3, 8):
+        depths = {L.pcfg_depth(L.pcfg_expression(n, g)) for _ in range(200)}
+        assert min(depths) >= 1 and max(depths) <= n and (n == 1 or len(depths) > 1)
+    with pytest.raises(ValueError, match="expected a string"):
+        L.pcfg_depth("append A1 ,".split() + ["copy"])
+
+
+@pytest.mark.parametrize("task, by", [("lego", L.lego_by_chain_position), ("pcfg", L.pcfg_by_depth)])
+def test_the_groups_partition_the_evaluation_and_agree_with_exact_match(task, by):
+    # the first pilot's trained model (committed weights): right on some sequences, wrong on others
+    cfg = next(c for c in L.ten_task_pilot() if c.make_task().name == task)
+    model = L.load_run_model(cfg, L.experiment("ten-task-pilot").results_dir())
+    sizes = (4, 6)
+    score, count = by(model, cfg, sizes=sizes, count=64)
+    assert (count.sum(axis=1) == 64).all()
+    for n in sizes:
+        batch = L.evaluation_batch(cfg.make_task(), n, 64, cfg.eval_seed, cfg.model)
+        with torch.no_grad():
+            overall = 100 * L.exact_match_rows(model, batch).float().mean().item()
+        assert 0 < overall < 100  # a mix, so that the groups' split is tested
+        assert (score.loc[n] * count.loc[n]).sum() / 64 == pytest.approx(overall)
+
+
+def test_second_pilot_table_reads_each_record_and_marks_the_goal(tmp_path):
+    lego_nope, lego_sin = L.second_pilot("lego")
+    for cfg, mean in ((lego_nope, 0.97), (lego_sin, 0.90)):
+        em = {str(n): mean for n in range(1, cfg.eval_max_len + 1)}
+        record = {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash, "exact_match": em}
+        record |= {"loss_curve": {"every": 1, "mean_loss": [1.0]}, "training_revision": L.TRAINING_REVISION}
+        path = L.record_path(tmp_path, cfg)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record | {"in_distribution_mean": mean, "wall_time_s": 60.0}))
+    table = L.second_pilot_table(copy_run=1e12, results_dir=tmp_path).set_index(["task", "encoding"])
+    assert table.loc[("lego.paper", "nope"), "goal"] is True
+    assert table.loc[("lego.paper", "sinusoidal"), "goal"] is False
+    assert table.loc[("lego.paper", "sinusoidal"), "in distribution (%)"] == pytest.approx(90.0)
+    assert table.loc[("pcfg", "nope"), "goal"] is None  # not trained: no verdict
+    assert table["layers"].tolist() == [12, 12, 8, 8]
+    with pytest.raises(ValueError, match="valid choices"):
+        L.second_pilot("scan")
