@@ -3511,7 +3511,7 @@ class AttentionExplorer:
         cfg = ModelConfig()
         self.controls = {
             "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
-            "encoding": w.Dropdown(options=list(encoding_names()), value=encoding, description="encoding"),
+            "encoding": w.Dropdown(options=[(label(e), e) for e in encoding_names()], value=encoding, description="encoding"),
             "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
             "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
             "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),

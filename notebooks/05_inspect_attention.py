@@ -52,7 +52,7 @@ best16 = scores[scores["n"] == 16].groupby(["task", "encoding", "seed"])["on_tar
 low = best16[best16 < 0.5]
 print(f"seed 0 at n = 16: on-target scores from {table.iloc[:, 0].min():.2f} to {table.iloc[:, 0].max():.2f}")
 print(f"all {len(best16)} models at n = 16: {int((best16 >= 0.5).sum())} score at least 0.5; below: "
-      + ", ".join(f"{t}-{e}-s{s} {v:.2f}" for (t, e, s), v in low.items()))
+      + "; ".join(f"{t}, {L.label(e)}, seed {s}: {v:.2f}" for (t, e, s), v in low.items()))
 
 # %% [markdown]
 # ## The pointer heads at n = 16 and n = 32

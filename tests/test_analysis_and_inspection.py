@@ -129,6 +129,7 @@ def test_explorer_redraws_when_controls_change(grid_weights):
     pytest.importorskip("ipywidgets")
     ex = L.AttentionExplorer(seeds=[0], results_dir=grid_weights)
     assert ex.last["encoding"] == "nope" and ex.last["attention"].shape == (16, 34)
+    assert ex.controls["encoding"].label == "NoPE"  # display names, internal values
     ex.controls["n"].value = 7
     assert ex.last["n"] == 7 and ex.last["attention"].shape == (7, 16)
     ex.controls["encoding"].value = "rope"
