@@ -2759,19 +2759,22 @@ def plot_by_length(
     (`train_max`: one for every panel, or one per task). Optional: a panel title per task
     (`titles`, else the task's key), a note written in a panel (`notes`), a baseline per task
     (`baselines`: a Series n -> value, drawn grey), and one legend for the figure instead of one
-    per panel (`shared_legend`: every panel then shows the same encodings); `xlim` zooms every
+    per panel (`shared_legend`: every panel then shows the same encodings; it fills the first
+    empty panel where the grid has one, else sits below); `xlim` zooms every
     panel to a range of n, with a tick at each integer."""
     tasks = list(dict.fromkeys(table["task"]))
     cols = min(3, len(tasks))
     rows = math.ceil(len(tasks) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), sharey=True, squeeze=False)
-    for ax in axes.flat[len(tasks) :]:
+    spare = list(axes.flat[len(tasks) :])
+    for ax in spare[1 if shared_legend else 0 :]:
         ax.remove()
     handles: dict[str, Any] = {}
     for ax, task in zip(axes.flat, tasks):
         for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
             stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
-            name = line_label(enc) if line_label else f"{label(enc)} ({g['seed'].nunique()} seeds)"
+            k = g["seed"].nunique()
+            name = line_label(enc) if line_label else f"{label(enc)} ({k} seed{'s' if k != 1 else ''})"
             ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
             color = (colors or {}).get(enc) or encoding_color(enc)
             ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
@@ -2797,7 +2800,11 @@ def plot_by_length(
             handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
         else:
             ax.legend(fontsize=8)
-    if shared_legend:
+    if shared_legend and spare:  # the legend takes the first empty panel
+        spare[0].axis("off")
+        spare[0].legend(handles.values(), handles.keys(), loc="center", fontsize=11, frameon=False)
+        fig.tight_layout()
+    elif shared_legend:
         fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(4, len(handles)), fontsize=10)
         fig.tight_layout(rect=(0, 0.07 * 3 / max(rows, 3), 1, 1))
     else:
@@ -4342,9 +4349,13 @@ def pcfg_by_depth(model: DecoderOnlyLM, cfg: RunConfig, sizes: Iterable[int] = (
 TASK_OPTION_WORDS = {"paper": "the paper's format", "lsd": "answer reversed"}
 
 
+TASK_NAMES = {"lego": "LEGO", "pcfg": "PCFG SET", "scan": "SCAN"}  # the names their papers give them
+
+
 def task_title(key: str) -> str:
     """A task's key in words for a figure: "addition.paper" -> "addition (the paper's format)"."""
     name, *options = key.split(".")
+    name = TASK_NAMES.get(name, name)
     return f"{name} ({', '.join(TASK_OPTION_WORDS.get(o, o) for o in options)})" if options else name
 
 
@@ -4551,6 +4562,17 @@ def in_every_seed(scores, task: str) -> list[str]:
             else f"{label(a)} ~ {label(b)} ({ahead} of {len(s)} seeds ahead)"
         )
     return out
+
+
+def seed_order(scores, task: str) -> str:
+    """A task's encodings in one line, in the order of their mean over seeds: ">" between
+    neighbours where every seed puts the first ahead, "~" where they do not all agree."""
+    s = scores.xs(task, level="task")
+    order = list(s.mean().sort_values(ascending=False).index)
+    line = label(order[0])
+    for a, b in zip(order[:-1], order[1:]):
+        line += f" {'>' if bool((s[a] > s[b]).all()) else '~'} {label(b)}"
+    return line
 
 
 # Eight tasks and three seeds are thin for a bootstrap over tasks, so an ordering is stated only

@@ -373,3 +373,23 @@ def test_notebook_08_figures_carry_one_legend_each_and_labelled_panels():
     assert len(fig.legends) == 1 and [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["head 0", "head 1"]
     assert_labelled(fig)
     plt.close("all")
+
+
+def test_a_shared_legend_fills_the_first_empty_panel_and_tasks_are_named_as_their_papers_do():
+    tasks = ("parity", "lego", "pcfg", "scan")  # two rows of three: two empty panels
+    table = pd.DataFrame(
+        [{"task": t, "encoding": e, "seed": 0, "n": n, "exact_match": 0.5} for t in tasks for e in ("nope", "t5") for n in (1, 2)]
+    )
+    fig = L.plot_by_length(
+        table, "exact_match", "exact match (%)", "exact match", train_max=1,
+        titles={t: L.task_title(t) for t in tasks}, shared_legend=True,
+    )  # fmt: skip
+    assert len(fig.axes) == 5 and not fig.legends  # four panels and the legend's
+    legend_ax = fig.axes[-1]
+    assert not legend_ax.axison and [t.get_text() for t in legend_ax.get_legend().get_texts()][:2] == [
+        "NoPE (1 seed)",
+        "T5 bias (1 seed)",
+    ]
+    assert [ax.get_title().split(":")[0] for ax in fig.axes[:4]] == ["parity", "LEGO", "PCFG SET", "SCAN"]
+    assert L.task_title("lego.paper") == "LEGO (the paper's format)"
+    plt.close(fig)

@@ -297,3 +297,10 @@ def test_between_finds_a_pair_whichever_encoding_is_ahead():
     assert list(L.between(ev, "alibi", "t5").index) == ["T5 bias > ALiBi"]
     with pytest.raises(KeyError, match="no pair of nope and rope"):
         L.between(ev, "nope", "rope")
+
+
+def test_seed_order_writes_the_mean_order_with_a_mark_per_neighbouring_pair():
+    s = scores(
+        {("copy", k): {"nope": 0.9, "t5": [0.5, 0.6, 0.95][k], "rope": [0.1, 0.2, 0.3][k]} for k in range(3)}
+    )  # t5's mean 0.683 < nope's 0.9; nope ahead in 2 seeds; t5 ahead of rope in all
+    assert L.seed_order(s, "copy") == "NoPE ~ T5 bias > RoPE"
