@@ -64,7 +64,7 @@ import torch
 import torch.nn.functional as F
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter
 from torch import Tensor, nn
 
 __version__ = "0.1.0"
@@ -618,6 +618,16 @@ def label(encoding: str) -> str:
     """An encoding's name in tables and figures (its class's `label`); other names pass through."""
     cls = ENCODINGS.get(encoding)
     return (cls.label or cls.name) if cls is not None else encoding
+
+
+# Layers and heads are drawn in the palette's colours that no encoding of the study takes, so that
+# no figure shows an encoding's colour for something else.
+ORDINAL_COLORS = ("tab:pink", "tab:gray", "tab:olive", "tab:cyan")
+
+
+def ordinal_color(i: int) -> str:
+    """The colour of layer or head i (0-based) in figures that draw one line per layer or head."""
+    return ORDINAL_COLORS[i % len(ORDINAL_COLORS)]
 
 
 def encoding_color(encoding: str) -> str | None:
@@ -2581,7 +2591,7 @@ def plot_encodings(path: Path | None = None):
             (rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16
             for d in distance
         ]
-        ax[0, 1].plot(distance, scores, style, label=f"rotate {frac:.0%} of dims")
+        ax[0, 1].plot(distance, scores, style, color=encoding_color("rope"), label=f"RoPE, rotating {frac:.0%} of dims")
     ax[0, 1].set(
         title="RoPE: score of q = k = 1 against distance",
         xlabel="query - key distance",
@@ -2600,7 +2610,7 @@ def plot_encodings(path: Path | None = None):
         axis.set_major_locator(MaxNLocator(integer=True))
     fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
     d = torch.arange(0, 200)
-    ax[1, 1].plot(d, t5_bucket(d), label="32 buckets, max distance 128")
+    ax[1, 1].plot(d, t5_bucket(d), color=encoding_color("t5"), label="T5 bias: 32 buckets, max distance 128")
     ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
     ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
     ax[1, 1].set(
@@ -5162,48 +5172,29 @@ def construction_precision(
     return table[keep].reset_index(drop=True)
 
 
-def _worst_in_bands(position: pd.Series, value: pd.Series, bands: int = 60) -> pd.Series:
-    """The largest value in each of `bands` log-spaced bands of positions, at the band's largest position."""
-    edges = np.unique(np.geomspace(1, position.max() + 1, bands + 1).astype(int))
-    band = np.searchsorted(edges, position.to_numpy(), side="right")
-    frame = pd.DataFrame({"band": band, "position": position.to_numpy(), "value": value.to_numpy()})
-    g = frame.groupby("band")
-    return pd.Series(g["value"].max().to_numpy(), index=g["position"].max().to_numpy())
-
-
 def plot_construction_precision(table, path: Path | None = None):
-    """Readout error and layer 2's attention off its target against position, one line per size
-    built for: the worst value in each log-spaced band of positions (an exact 0 drawn at the
-    floor). Constructions that agree draw one line over another: the widest is drawn first."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.6))
-    floors = {"readout_error": 1e-9, "off_target": 1e-12}
+    """The largest readout error and the largest share of layer 2's attention off its target
+    over every position a construction covers, against the number of positions it is built for
+    (an exact 0 drawn at the floor, and said so)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.4))
     table = table.assign(off_target=1 - table["attention_on_target"])
-    sizes = sorted(table["n_positions"].unique(), reverse=True)
-    for i, n in enumerate(sizes):
-        g = table[table["n_positions"] == n].sort_values("position")
-        for ax, column in ((a, "readout_error"), (b, "off_target")):
-            worst = _worst_in_bands(g["position"], g[column]).clip(lower=floors[column])
-            ax.plot(worst.index, worst, lw=1 + 2.5 * (len(sizes) - 1 - i) / max(1, len(sizes) - 1),
-                    color=f"C{i}", marker=".", ms=3, label=f"built for {n} positions")  # fmt: skip
-    a.set(
-        xscale="log",
-        yscale="log",
-        xlabel="position t",
-        ylabel="worst |position read back - t| (positions)",
-        title="Theorem 1 in float32: the position layer 1 writes, read back",
+    worst = table.groupby("n_positions")[["readout_error", "off_target"]].max()
+    floors = {"readout_error": 1e-9, "off_target": 1e-12}
+    panels = (
+        (a, "readout_error", "largest |position read back - t| (positions)", "Theorem 1: the position layer 1 writes"),
+        (b, "off_target", "largest 1 - attention on t - 1", "Theorem 2: layer 2's attention off its target"),
     )
-    b.set(
-        xscale="log",
-        yscale="log",
-        xlabel="position t",
-        ylabel="worst 1 - attention on t - 1",
-        title="Theorem 2 in float32: layer 2's attention off its target",
-    )
-    a.axhline(0.5, color="black", ls=":", lw=1, label="half a position: the readout rounds wrong")
-    for ax, column in ((a, "readout_error"), (b, "off_target")):
+    for ax, column, ylabel, title in panels:
+        ax.plot(worst.index, worst[column].clip(lower=floors[column]), color="black", marker="o", label="float32")
         ax.axhline(floors[column], color="gray", ls="--", lw=0.8, label=f"{floors[column]:g}: exact (0) drawn here")
+        ax.set(xscale="log", yscale="log", xlabel="positions the construction is built for", ylabel=ylabel, title=title)
+        ax.set_xticks(list(worst.index), [str(n) for n in worst.index])
+        ax.minorticks_off()
+    a.axhline(0.5, color="black", ls=":", lw=1, label="half a position: the readout rounds wrong")
+    b.axhline(0.5, color="black", ls=":", lw=1, label="half its attention off: the target no longer wins")
+    for ax in (a, b):
         ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle("Worst value in each band of positions (log-spaced); each construction drawn to its size")
+    fig.suptitle("The worst position of each construction, in float32")
     fig.tight_layout()
     save_figure(fig, path)
     return fig
@@ -5227,11 +5218,11 @@ def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path 
             for sizes, ls in (("training", "-"), ("longer", "--")):
                 s = gl[gl["sizes"] == sizes].groupby("position")[["abs_sum", "count"]].sum()
                 tag = f"{name}, " + ("training sizes" if sizes == "training" else "longer sequences")
-                ax.plot(s.index, s["abs_sum"] / s["count"], lw=1.1, ls=ls, color=f"C{layer}", label=tag)
+                ax.plot(s.index, s["abs_sum"] / s["count"], lw=1.1, ls=ls, color=ordinal_color(layer), label=tag)
         ax.axvline(train_last, color="black", ls=":", lw=1, label=f"last training position ({train_last})")
         cliff = reach.get(f"{task}/{enc}")
         if cliff is not None:
-            ax.axvline(cliff, color="red", ls="--", lw=1, label=f"exact-match cliff ({cliff})")
+            ax.axvline(cliff, color="black", ls="-.", lw=1, label=f"exact-match cliff ({cliff})")
         ax.set(yscale="log", ylim=(1e-2, 2e2), title=f"{task}, {label(enc)}", xlabel="position t")
     for ax in axes[:, 0]:
         ax.set_ylabel(f"{probe} probe: mean |error| (positions)")
@@ -5239,16 +5230,19 @@ def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path 
         ax.remove()
     # one legend for the figure: a colour per layer, a style per set of sequences, the two marks
     layers = sorted(t["layer"].unique())
-    handles = [Line2D([], [], color=f"C{i}", label="embeddings" if i == 0 else f"after layer {i}") for i in layers]
-    handles += [Line2D([], [], color="gray", ls="-", label="held-out sequences of the training sizes")]
-    handles += [Line2D([], [], color="gray", ls="--", label="longer sequences")]
+    handles = [Line2D([], [], color=ordinal_color(i), label="embeddings" if i == 0 else f"after layer {i}") for i in layers]
+    handles += [Line2D([], [], color="black", ls="-", label="held-out sequences of the training sizes")]
+    handles += [Line2D([], [], color="black", ls="--", label="longer sequences")]
     handles += [Line2D([], [], color="black", ls=":", label=f"last training position ({train_last})")]
-    handles += [Line2D([], [], color="red", ls="--", label="the model's exact-match cliff")]
+    handles += [Line2D([], [], color="black", ls="-.", label="the model's exact-match cliff")]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9)
     fig.suptitle(f"Reading the absolute position from each layer ({probe} probe, fitted on positions 0-{train_last})")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     save_figure(fig, path, dpi=100)
     return fig
+
+
+BOS_FLOOR = 1e-4  # plot_first_layer draws a head's smaller BOS weights here (a log axis has no 0)
 
 
 def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
@@ -5259,13 +5253,17 @@ def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
     for j, task in enumerate(tasks):
         g = table[(table["task"] == task) & (table["position"] > 0)]
         for head, gh in g.groupby("head"):
-            axes[0, j].plot(gh["position"], gh["bos_weight"] * (gh["position"] + 1), label=f"head {head}")
-            axes[1, j].plot(gh["position"], gh["entropy"] / gh["uniform_entropy"], label=f"head {head}")
+            bos = (gh["bos_weight"] * (gh["position"] + 1)).clip(lower=BOS_FLOOR)
+            axes[0, j].plot(gh["position"], bos, color=ordinal_color(head), label=f"head {head}")
+            axes[1, j].plot(gh["position"], gh["entropy"] / gh["uniform_entropy"], color=ordinal_color(head), label=f"head {head}")
+        axes[0, j].axhline(BOS_FLOOR, color="gray", ls="--", lw=0.8, label=f"{BOS_FLOOR:g}: lower values drawn here")
         axes[0, j].set(
             title=f"{task}, {label(g['encoding'].iloc[0])}, layer 1: weight on BOS x (t + 1)",
             ylabel="BOS weight x (t + 1) (1 = uniform)",
             yscale="log",
         )
+        axes[0, j].yaxis.set_major_locator(LogLocator(base=10))
+        axes[0, j].yaxis.set_minor_formatter(NullFormatter())
         axes[1, j].set(title=f"{task}: attention entropy / log(t + 1)", ylabel="entropy / uniform's (1 = uniform)")
         for ax in axes[:, j]:
             ax.axvline(train_last, color="black", ls=":", lw=1, label=f"last training position ({train_last})")

@@ -335,14 +335,6 @@ def test_plot_mrr_legend_swatch_is_neutral_beside_the_papers_marker():
     plt.close(fig)
 
 
-def test_worst_in_bands_keeps_each_bands_largest_value():
-    position = pd.Series(range(1, 101))
-    value = pd.Series([1e-3 if p == 37 else 1e-6 for p in range(1, 101)])
-    worst = L._worst_in_bands(position, value, bands=10)
-    assert worst.max() == 1e-3 and (worst == 1e-3).sum() == 1  # the spike survives, in one band
-    assert worst.index.is_monotonic_increasing and worst.index[-1] == 100
-
-
 def test_notebook_08_figures_carry_one_legend_each_and_labelled_panels():
     rows = [(n, t) for n in (64, 128) for t in range(1, n)]
     precision = pd.DataFrame(
@@ -351,6 +343,10 @@ def test_notebook_08_figures_carry_one_legend_each_and_labelled_panels():
     fig = L.plot_construction_precision(precision)
     assert all(ax.get_legend() is not None for ax in fig.axes)
     assert_labelled(fig)
+    readout, off = fig.axes[0].get_lines()[0], fig.axes[1].get_lines()[0]
+    assert list(readout.get_xdata()) == [64, 128]  # one point per construction: its worst position
+    assert list(readout.get_ydata()) == pytest.approx([63e-6, 127e-6])
+    assert list(off.get_ydata()) == [1e-12, 1e-12]  # exact, drawn at the floor
     probes = pd.DataFrame(
         [
             {"probe": "mlp", "task": t, "encoding": e, "layer": k, "sizes": s, "position": p, "mae": 1.0, "count": 2}
@@ -393,3 +389,30 @@ def test_a_shared_legend_fills_the_first_empty_panel_and_tasks_are_named_as_thei
     assert [ax.get_title().split(":")[0] for ax in fig.axes[:4]] == ["parity", "LEGO", "PCFG SET", "SCAN"]
     assert L.task_title("lego.paper") == "LEGO (the paper's format)"
     plt.close(fig)
+
+
+def test_figures_of_layers_heads_and_constructions_take_no_encodings_colour():
+    probes = pd.DataFrame(
+        [
+            {"probe": "mlp", "task": "copy", "encoding": e, "layer": k, "sizes": s, "position": p, "mae": 1.0, "count": 2}
+            for e in ("nope", "rope") for k in range(4) for s in ("training", "longer") for p in range(5)
+        ]
+    )  # fmt: skip
+    heads = pd.DataFrame(
+        [
+            {"task": "copy", "encoding": "nope", "head": h, "position": t, "bos_weight": 0.0 if h == 1 else 1 / (t + 1),
+             "entropy": 1.0, "uniform_entropy": 2.0}
+            for h in range(4) for t in range(1, 40)
+        ]
+    )  # fmt: skip
+    precision = pd.DataFrame(
+        [{"n_positions": n, "position": t, "readout_error": 1e-6, "attention_on_target": 1.0} for n in (8, 16) for t in range(n)]
+    )
+    first = L.plot_first_layer(heads)
+    figs = [L.plot_probe_errors(probes, {"copy/nope": 3}, train_last=3), first, L.plot_encodings()]
+    figs.append(L.plot_construction_precision(precision))
+    for fig in figs:
+        assert_one_colour_per_encoding(fig)
+    zero_head = [line for line in first.axes[0].get_lines() if line.get_label() == "head 1"][0]
+    assert min(zero_head.get_ydata()) == L.BOS_FLOOR  # a weight of 0 is drawn at the floor, not lost
+    plt.close("all")
