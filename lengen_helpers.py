@@ -5727,7 +5727,7 @@ def plot_interventions(table, path: Path | None = None, train_max: int = 16):
     dotted."""
     tasks = list(dict.fromkeys(table["task"]))
     others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
-    fig, axes = plt.subplots(len(others), len(tasks), figsize=(6 * len(tasks), 3.2 * len(others)), squeeze=False)
+    fig, axes = plt.subplots(len(others), len(tasks), figsize=(6 * len(tasks) + 2.5, 3.2 * len(others)), squeeze=False)
     mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
     for row, name in zip(axes, others):
         for ax, task in zip(row, tasks):
@@ -5748,10 +5748,13 @@ def plot_interventions(table, path: Path | None = None, train_max: int = 16):
                     )
             ax.plot([], [], color="gray", ls="--", lw=1, label="length given")
             ax.plot([], [], color="gray", ls=":", lw=1, label="grid model (no intervention)")
-            ax.axvline(train_max, color="black", ls=":", lw=1)
-            ax.axvline(2 * train_max, color="black", ls="-", lw=0.5)
-            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)", ylim=(-3, 103))
-            ax.legend(fontsize=7, loc="upper right")
+            ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n ({train_max})")
+            ax.axvline(2 * train_max, color="black", ls="-", lw=0.5, label=f"twice that ({2 * train_max})")
+            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)", ylim=(-3, 108))
+        handles: dict[str, Any] = {}  # one legend a row, beside it: the row's panels share their encodings
+        for ax in row:
+            handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+        row[-1].legend(handles.values(), handles.keys(), fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     save_figure(fig, path)
     return fig
