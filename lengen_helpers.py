@@ -2815,8 +2815,10 @@ def plot_by_length(
         spare[0].legend(handles.values(), handles.keys(), loc="center", fontsize=11, frameon=False)
         fig.tight_layout()
     elif shared_legend:
-        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(4, len(handles)), fontsize=10)
-        fig.tight_layout(rect=(0, 0.07 * 3 / max(rows, 3), 1, 1))
+        ncol = min(4, len(handles))
+        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=10)
+        legend_rows = math.ceil(len(handles) / ncol)  # about 0.27 inch a row, below the x labels
+        fig.tight_layout(rect=(0, (0.15 + 0.27 * legend_rows) / fig.get_figheight(), 1, 1))
     else:
         fig.tight_layout()
     save_figure(fig, path)

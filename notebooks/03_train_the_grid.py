@@ -17,7 +17,8 @@
 #
 # Six encodings × two tasks × five seeds = 60 models, each trained on input lengths 1-16 and then
 # evaluated at every length 1-48 (three times the longest training length) by exact match under
-# greedy decoding. The settings are the seed write-up's, so its table is our baseline.
+# greedy decoding. The settings are those of the baseline, an earlier three-seed replication of
+# the paper at this scale, so that its table can be set beside ours (notebook 04).
 #
 # Training happens in the resumable sweep (`python -m lengen_helpers sweep`, or `make study`),
 # which writes one JSON record per run to `results/runs/` and every run's weights to
@@ -44,7 +45,7 @@ settings = pd.DataFrame({"setting": list(run) + [f"model.{k}" for k in model],
 settings
 
 # %% [markdown]
-# Notes on the settings the seed write-up left open: the warm-up is 250 steps (5%), AdamW's weight
+# Notes on the settings the baseline left open: the warm-up is 250 steps (5%), AdamW's weight
 # decay is 0.01, linear maps start at N(0, 0.02) and token embeddings at N(0, 1), so that content
 # and the sinusoidal table (entries in [-1, 1]) start on the same scale. Attention logits are
 # scaled by 1/√dₕ for every encoding (the paper's T5-style code does not scale them). The learned

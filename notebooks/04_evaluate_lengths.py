@@ -36,7 +36,8 @@ print(f"{len(records)} runs: {df['task'].nunique()} tasks x {df['encoding'].nuni
 # %% [markdown]
 # ## The summary table
 #
-# In the seed write-up's form: exact match (%) as mean ± population standard deviation over the five
+# In the form of the baseline (an earlier three-seed replication of the paper at this scale,
+# below): exact match (%) as mean ± population standard deviation over the five
 # seeds, averaged over the training lengths n = 1-16, then at single lengths; the last column is the
 # longest n whose every shorter length scores at least 90% (in symbols, mean ± std over seeds).
 
@@ -95,7 +96,7 @@ overlap.round({"distinct inputs drawn in training": 0, "evaluation sequences als
 # %% [markdown]
 # ## Against the baseline
 #
-# The seed write-up trained the same model with the same settings and three seeds (we use five), on
+# The baseline trained the same model with the same settings and three seeds (we use five), on
 # four of our six encodings. Its numbers are quoted in
 # `results/published/baseline_seed_writeup.csv`.
 
@@ -264,7 +265,7 @@ print(f"reverse-nope-s1: {rev1['n = 1-16']:.1f}% in distribution")
 # is a deterministic failure of that seed. That says the failure is reproducible, not that the
 # settings are sound: another seed could fail the same way. It was not re-run: it is part of what
 # NoPE does at this scale, and it drags NoPE's reverse means down and widens their spread. The
-# seed write-up also had exactly one run under the bar, the run of the same name (reverse, NoPE,
+# baseline also had exactly one run under the bar, the run of the same name (reverse, NoPE,
 # seed 1, at 93.6%).
 #
 # **Past the training length, no encoding generalizes far**, as in the baseline: every model is

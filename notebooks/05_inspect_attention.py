@@ -77,22 +77,22 @@ plt.show()
 #   in the last layer, with most of the head's mass on the right source (the scores printed above).
 #   Not every model of the grid does: reverse / NoPE / seed 1, the run that failed to train
 #   (notebook 04), has no head above 0.2; the other 59 models score at least 0.5 (printed above). The
-#   seed write-up saw clean pointers only for RoPE and ALiBi at n = 16 and blurred ones for NoPE
+#   baseline (an earlier replication at this scale, notebook 04) saw clean pointers only for RoPE and ALiBi at n = 16 and blurred ones for NoPE
 #   and sinusoidal; our seed-0 pointers are clear for all six, NoPE's included.
 # - At n = 32 the pointers degrade in different ways. On **reverse**, NoPE's pointer is sharp for
 #   the last ten or so output steps, whose sources sit near the start of the input, and smeared
 #   before them; the learned table and T5 behave alike with more blur. On **copy**, NoPE's and T5's
 #   pointers run several positions *ahead* of the target for the early output steps, meet the
 #   diagonal in the middle and smear after it; the learned table's follows the target for about
-#   ten steps, then lags behind it and stalls. The seed write-up described a NoPE pointer that
+#   ten steps, then lags behind it and stalls. The baseline described a NoPE pointer that
 #   holds to about input position 20 and smears beyond; ours holds over a shorter stretch.
 # - **RoPE** loses the pointer: on copy the diagonal survives but lags the target by a few
 #   positions, enough to be wrong at every step, and on reverse its attention lands on unrelated
-#   positions, as in the write-up ("the RoPE pointer is gone entirely").
+#   positions, as in the baseline ("the RoPE pointer is gone entirely").
 # - **ALiBi** keeps a diagonal longest: on copy it follows the target for a dozen steps, then its
 #   mass leaves the diagonal and gathers on one of the already generated outputs (a vertical line
 #   right of SEP), and still its on-target score at n = 32 is copy's highest (the table above); on
-#   reverse it runs parallel to the target, shifted, and ends on BOS. The write-up saw an ALiBi
+#   reverse it runs parallel to the target, shifted, and ends on BOS. The baseline saw an ALiBi
 #   "diagonal at the wrong offset", which here holds for reverse.
 # - **Sinusoidal** wanders back over the input and ends on a handful of early positions on both
 #   tasks.

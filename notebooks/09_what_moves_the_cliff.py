@@ -369,7 +369,8 @@ for task in ["copy", "reverse"]:
 # The configuration whose worst (task, seed) holds longest, its seed-0 models, drawn with
 # notebook 05's tools: for each task the head that puts the most attention on the symbol to
 # write next at n = 32 (`L.pointer_head`), on one inspection sequence of n = 32, with the
-# on-target cells ringed.
+# on-target cells ringed. Heads are named by layer and head, both counted from 0 (L2H0: layer 2,
+# head 0), as in notebook 05.
 
 # %%
 worst = summary.groupby(["intervention", "encoding"], sort=False)["longest n >= 90%"].min()
