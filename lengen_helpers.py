@@ -7449,12 +7449,14 @@ def plot_structured(runs: dict[str, list[RunConfig]], path: Path | None = None, 
     ticks = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n <= top]
     for ax, title in ((left, "Random sums: exact match against digits"), (right, "The worst structured family")):
         ax.axvline(8, color="gray", ls=":", lw=1, label="longest training size (8 digits)")
-        ax.set(title=title, xlabel="digits per operand", xscale="log", ylim=(-3, 103))
+        ax.set(title=title, xlabel="digits per operand", xscale="log", ylim=(-3, 105))
         ax.set_xticks(ticks, [str(n) for n in ticks])
-        ax.legend(fontsize=8, loc="lower left")
-    left.set_ylabel("exact match (%)")
-    right.set_ylabel("lowest exact match over the families and seeds (%)")
-    fig.tight_layout()
+        ax.minorticks_off()
+    left.set_ylabel("exact match (%, band = min-max over seeds)")
+    right.set_ylabel("lowest over the families and seeds (%)")
+    handles, labels = left.get_legend_handles_labels()  # the same configurations on both sides
+    fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=9)
+    fig.tight_layout(rect=(0, (0.15 + 0.27 * math.ceil(len(labels) / 3)) / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 

@@ -108,7 +108,7 @@ table[table["stage"] == "pilot"][shown].round(1).assign(**{"final loss": losses}
 t5 = next(c for c in L.addition_pilot() if c.encoding == "t5" and c.lr == 3e-3 and not c.model.attention_window)
 accuracy = L.answer_token_accuracy(L.load_run_model(t5, L.ADDITION_DIR), t5.make_task(), 16)
 print("Bidirectional T5 (lr 3e-3), 16-digit sums: teacher-forced accuracy (%) of each answer token")
-print((100 * accuracy).round(0).astype(int).to_frame("accuracy (%)").T.to_string())
+print("  ".join(f"{token.replace('digit ', 'd')}: {100 * v:.0f}" for token, v in accuracy.items()))
 
 # %% [markdown]
 # The low and middle digits fail at a similar rate, though their columns look exactly as at 8
@@ -155,13 +155,6 @@ keep = table["stage"].isin(["seeds", "ablation"]) | ((table["encoding"] == "rope
 ablation = table[keep][shown[1:-2]].round(1).assign(**{"final loss": losses})
 ablation
 
-# %%
-for _, row in ablation[ablation["seed"] == 0].iterrows():
-    print(
-        f"{row['arm']:>26}, {row['encoding']:<10} holds to {row['holds to (digits)']:>4.0f} digits "
-        f"({row['in distribution (%)']:.1f}% in distribution)"
-    )
-
 # %% [markdown]
 # What the ablation says, one seed per row (read as hypotheses):
 #
@@ -190,7 +183,7 @@ for _, row in ablation[ablation["seed"] == 0].iterrows():
 # For each query that writes an answer digit: the mean attention weight on the two operand digits
 # of its column, on the two of the column below (where the carry comes from), on the answer
 # written so far (its own input token, the previous digit, is among them) and on everything else
-# in its window.
+# in its window. Heads are named by layer and head, both counted from 0 (L2H3: layer 2, head 3).
 
 # %%
 best = L.addition_run(*L.ADDITION_BEST, seed=0)
@@ -200,7 +193,6 @@ plt.show()
 
 # %%
 wide = looks.pivot_table(index=["layer", "head"], columns="target", values="weight", sort=False)
-display((100 * wide).round(0).astype(int))
 top = wide.groupby(level="layer").max()
 for layer, row in top.iterrows():
     print(
@@ -216,6 +208,180 @@ for layer, row in top.iterrows():
 # digit) fixes the carry together with the column below. Two middle-layer heads weigh the rest
 # of the window most (the other columns, and BOS and + where they are in reach). That is one seed
 # at one size; the division of labour is a hypothesis, not a mechanism shown.
+
+# %% [markdown]
+# ## Sums a uniform sampler almost never draws
+#
+# The goal above is met on random sums: every digit uniform, as training draws them. A reader
+# trying the model would soon type 0 + 0, or 999 + 1, which a uniform sampler almost never
+# draws at length. Ten families of sums (`SUM_FAMILIES`, module section 16), each drawn at any
+# size and scored as every sum is (greedy, from the prompt alone, 256 sums a size), at every size
+# to 64 and then every 16th. One example each, written most significant digit first (the model
+# writes its answer the other way round):
+
+# %%
+families = pd.DataFrame([(f.name, f.says) for f in L.SUM_FAMILIES.values()], columns=["family", "its sums"])
+families["an example at 6 digits"] = [L.family_example(f, 6) for f in families["family"]]
+with pd.option_context("display.max_colwidth", None):
+    display(families.set_index("family"))
+
+# %% [markdown]
+# The best configuration above, its three seeds on each family (the worst seed at each size; the
+# last column is the first size at which a seed falls below 99%):
+
+# %%
+before = {"best above (P = 100)": L.addition_study()[:3]}
+L.family_table(before).round(1)
+
+# %% [markdown]
+# The goal's "every size" holds for random sums only. On the worst seed all zeros fails from 3
+# digits and all nines from 4, inside the training range; two short numbers (both short) fail
+# from 4; one digit repeated and one operand zero sit near 80% at 64 digits. Nines plus one, long
+# carry and carry everywhere hold: a carry through every column is not what breaks it.
+
+# %% [markdown]
+# ### Why: queries that see one token share one state
+#
+# With places and a window of 2, an answer query reads the five columns around its own place.
+# In 0 + 0, far from both ends of the sum, every key it can reach is a 0: attention then averages
+# equal values whatever its weights, so the query's output cannot depend on where it is, and two
+# queries that must answer differently (a 0 and the EOS at the top) get one state. RoPE's place
+# signal lives in the scores only, and here the scores have nothing to choose between. Measured
+# on seed 0 at 16 digits: for each answer query, the tokens its first layer lets it see and how
+# close its last-layer state comes to a query's that must answer otherwise (relative to its norm):
+
+# %%
+best0 = L.addition_study()[0]
+model, task = L.load_run_model(best0, L.ADDITION_DIR), best0.make_task()
+states = {f: L.answer_query_states(model, task, 16, f) for f in ("all zeros", "all nines", "no carry")}
+zeros = states["all zeros"]
+display(zeros.assign(**{"closest state that must answer otherwise": zeros.iloc[:, -1].round(3)}))
+
+# %%
+tolerance = 1e-5
+for family, table_ in states.items():
+    tied = table_["closest state that must answer otherwise"] < tolerance
+    wrong = tied & (table_["right (%)"] < 50)
+    print(
+        f"{family:>9}: {tied.sum():>2} of {len(table_)} queries within {tolerance:g} of a state that must answer "
+        f"otherwise, {wrong.sum():>2} of them wrong on most sums; tokens seen by those: {sorted(set(table_['tokens it sees'][tied]))}"
+    )
+
+# %% [markdown]
+# The hypothesis holds on this model: in 0 + 0 every query from digit 4 up sees one token, and
+# the states of twelve (digit 7 up, and EOS) lie within 1e-5 of their norm of a state that must
+# answer otherwise; digits 5 to 17 are wrong on every sum (the model stops early), the EOS query
+# right. In 9..9 + 9..9 the top
+# digit ("1", the carry out) shares its state with the 9s below it and is wrong. Sums with no
+# carry, whose digits vary, share no state. The tests check the argument on untrained models,
+# for any weights: equal keys give equal states (`tests/test_sum_families.py`), and a marker at
+# the top of the number breaks the tie.
+
+# %% [markdown]
+# ### The fix, tried
+#
+# Three changes, each an option, off by default, and tested (`tests/test_sum_families.py`):
+#
+# - **A marker at the top of the number** (`top_marker=True`): the `+` between the operands sits
+#   at the place above the operands' top digit, so a query near the top sees a token no zero
+#   column shows, at a distance that says how far the top is. A 3-digit sum as it reads it:
+
+# %%
+L.places_example(L.structured_run(top_marker=True))
+
+# %% [markdown]
+# - **Operands in runs** (`train_task_options={"operands": "runs"}`): training draws half its
+#   operands as runs of repeated digits (each digit repeats the one before with a probability
+#   drawn per operand, from almost never to always), half uniform, at 1-8 digits as before. This
+#   is a deviation: training now holds sums of repeated digits (all zeros and all nines among
+#   them) and zero-padded operands, so those families are no longer unseen. Long carry, carry
+#   everywhere, no carry and nines plus one are not drawn for: they appear at the rate runs give
+#   them by chance.
+# - **Twice the steps** (10,000).
+#
+# Every run below has P = 160 places, so that a 128-digit sum (places up to 131, plus the
+# offset) reads only trained positions, and is scored to 128 digits. The pilot, seed 0: per
+# family, the lowest exact match over every size scored (1-64, then every 16th to 128) and the
+# size where it is lowest:
+
+# %%
+marker, marker_runs, plain = L.structured_pilot()
+arms = {"P = 160 alone": [plain], "+ above the top digit": [marker], "+ above the top digit, operands in runs": [marker_runs]}
+L.family_lowest(arms).round(1)
+
+# %% [markdown]
+# Where the marker's long carries go wrong, at 64 digits: each sum's first wrong answer token
+# (the one greedy decoding writes first), by what it should be and what the model writes:
+
+# %%
+L.family_errors(L.load_run_model(marker, L.ADDITION_DIR), marker.make_task(), 64, "long carry")
+
+# %% [markdown]
+# The marker alone, the pilot's first choice, on seeds 1 and 2 against the goal (the lowest over
+# random sums and every family, at the sizes to 64 and at 128 digits):
+
+# %%
+first_runs = [L.structured_run(seed=s, **L.STRUCTURED_FIRST) for s in (1, 2)]
+first = L.structured_goal(first_runs)
+first["final training loss"] = [L.read_record(L.record_path(L.ADDITION_DIR, c))["loss_curve"]["mean_loss"][-1] for c in first_runs]
+first.round(1).assign(**{"final training loss": first["final training loss"].round(3)})
+
+# %% [markdown]
+# On seed 0 the marker mends what the shared state broke: all zeros, all nines and one digit
+# repeated hold 100% at every size to 128, and the padded families at least 99.2%. It costs
+# long carry, though: 91.8% at 128 digits, where P = 160 without it held 98.4%. Every long carry
+# it gets wrong goes wrong the same way: a column whose digits sum to 9 receives the carry from
+# below and should write 0, and the model writes 9, as if no carry came. Operands in runs hold long
+# carry to 98.0% and everything else to 99.2% or more, the best arm of the pilot, but below the
+# goal. The marker alone on two more seeds says more than the pilot could: seed 1 does not learn
+# addition (it scores 0% on random sums from 6 digits on, and its training loss ends at 1.2,
+# seed 2's at 0.0), and seed 2 learns it but fails the padded families (the lowest,
+# both short, 60.2% at 46 digits). Hence the second choice: operands in runs, and twice the
+# steps, for the seed that did not leave its plateau.
+
+# %% [markdown]
+# ### The chosen configuration, three seeds
+#
+# The marker, operands in runs, 10,000 steps (`STRUCTURED_BEST`), each seed against the goal:
+# at least 99% on random sums and every family at every size to 64, and at least 95% at 128
+# digits (16 times the longest training size):
+
+# %%
+chosen = [L.structured_run(seed=s, **L.STRUCTURED_BEST) for s in range(3)]
+goal_structured = L.structured_goal(chosen)
+display(goal_structured.round(1))
+reached = goal_structured["trained"].all() and goal_structured.filter(like=">=").all(axis=None)
+print(f"Goal met on all {len(goal_structured)} seeds: {bool(reached)}")
+
+# %%
+L.family_table({"chosen": chosen}, sizes=(1, 2, 3, 4, 8, 16, 32, 64, 96, 128)).round(1)
+
+# %% [markdown]
+# The configuration above and the chosen one, three seeds each: random sums (the mean, with the
+# seeds' range), and at each size the lowest score over the ten families and the seeds (the
+# configuration above was scored to 64 digits):
+
+# %%
+compared = {"the best configuration above (P = 100)": L.addition_study()[:3]}
+compared["+ above the top digit, operands in runs, 10,000 steps (P = 160)"] = chosen
+fig = L.plot_structured(compared, L.FIGURES_DIR / "11_structured_sums.png")
+plt.show()
+
+# %% [markdown]
+# **All three seeds meet the goal.** At every size from 1 to 64 digits, on random sums and on
+# each of the ten families, the lowest exact match is 99.2% (seed 0, random sums at 33 digits);
+# at 128 digits, 16 times the longest training size, the lowest is 98.8% (seed 1, no carry).
+# The families that broke the configuration above (all zeros, all nines, both short) hold 100%
+# at 128 digits on every seed, and long carry, which the marker alone lost, holds 100% too.
+#
+# What each change does is measured on one seed each: the marker removes the shared state
+# (the test on untrained models says why it must), and operands in runs, at 5,000 steps, hold
+# the padded families and most of long carry (the pilot). Whether the doubled steps or the
+# runs brought seeds 1 and 2 to the goal is not separated here: the marker with runs was not
+# trained on those seeds at 5,000 steps, nor the marker alone at 10,000. Training now sees
+# repeated digits and zero padding, so the repeated and padded families test length there,
+# not unseen kinds of sum; the carry families (long carry, carry everywhere, nines plus one, no
+# carry) are not drawn for, and hold as well.
 
 # %% [markdown]
 # ## Compute
@@ -241,8 +407,13 @@ if goal["trained"].all():
     at64 = [L.read_record(L.record_path(L.ADDITION_DIR, c))["exact_match"]["64"] for c in L.addition_study()[:3]]
     ours = ["places + a window over places, RoPE", "1-8", 64, round(100 * min(at64), 1), "worst of 3 seeds"]
     cited.loc["this study"] = ours
+if goal_structured["trained"].all():
+    at128 = goal_structured["128 digits: lowest (%)"].min()
+    ours = ["the same, + above the top digit, operands in runs", "1-8", 128, round(at128, 1), "worst of 3 seeds, 11 kinds of sum"]
+    cited.loc["this study, structured sums"] = ours
 cited["ratio"] = (cited["test_digits"] / cited["train_digits"].str.split("-").str[1].astype(int)).round(2)
-cited
+with pd.option_context("display.max_colwidth", None):
+    display(cited)
 
 # %% [markdown]
 # ## What this does and does not show
@@ -253,9 +424,13 @@ cited
 #   and two places), not for four places, though that model too learned every training size. It
 #   is an inductive bias chosen for this task's structure, as position coupling is: it tells
 #   nothing about an encoding's length generalization on a task whose dependencies are not local.
-# - 64 digits is the longest size tried; with P = 100 places the setup reaches at most 96 digits
-#   (a sum of n digits uses places up to n + 3). The cited works test at 100 or 200 digits, with
-#   their own models and training, so the comparison above is of ratios, not of scale.
+# - 128 digits is the longest size tried (P = 160 places; a sum of n digits uses places up to
+#   n + 3, plus its offset). The cited works test at 100 or 200 digits, with their own models and
+#   training, so the comparison above is of ratios, not of scale.
+# - The claim holds for the inputs tested: at each size, 256 random sums and 256 of each of the
+#   ten families. The chosen configuration trains on operands in runs, so repeated digits and
+#   zero padding are in its training distribution (at 1-8 digits); the carry families are not
+#   drawn for.
 # - Compute not counted above: the evaluation at every size to 64 (part of each run's wall time),
 #   and one T5 run at batch 256 stopped at step 500 of 5,000 when the higher learning rate
 #   learned. The best configuration's seed 0 is counted with the pilot, where it was first run.

@@ -237,7 +237,8 @@ def test_plot_structured_draws_each_configuration_in_its_encodings_colour(tmp_pa
     write_scored(tmp_path, runs["after"][0], full, {"all zeros": full, "no carry": full})
     fig = L.plot_structured(runs, results_dir=tmp_path)
     left, right = fig.axes
-    assert [t.get_text() for t in left.get_legend().get_texts()][:2] == ["before (2 seeds)", "after (1 seed)"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["before (2 seeds)", "after (1 seed)"]
+    assert left.get_legend() is None and right.get_legend() is None  # one legend, below both
     worst_before = right.get_lines()[0].get_ydata()
     assert min(worst_before) == 0.0 and len(worst_before) == 64  # the zeros' dent at 8 digits, to 64
     assert max(right.get_lines()[1].get_xdata()) == 128
