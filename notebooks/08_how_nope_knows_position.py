@@ -27,6 +27,10 @@
 # BOS carries a value, the average it returns is exactly 1/(t+1): a number that differs at every
 # position, for every token, whatever the symbols. The causal mask is what makes it work: the
 # prefix grows by one token per position.
+#
+# Layers are counted from 1 here, as the theorems count them ("layer 1", "after layer 2"; the
+# embeddings come before layer 1); notebooks 05, 09 and 11 name heads from 0 (L0H2 is layer 1's
+# head 2 here).
 
 # %%
 import matplotlib.pyplot as plt

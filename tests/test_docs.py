@@ -15,7 +15,8 @@ LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 # rounds of work, the sessions it was built in.
 BUILD_WORDS = re.compile(
     r"\bbudgets?\b|\ballowances?\b|\bsessions?\b|\bissues? \d|during development|second round|built to meet|"
-    r"\bwas allowed\b|\b(?:copy runs|compute) allowed\b|\bleft in the\b|\bgoal of \d+ minutes\b",
+    r"\bwas allowed\b|\b(?:copy runs|compute) allowed\b|\bleft in the\b|\bgoal of \d+ minutes\b|"
+    r"\b\d+-minute goal\b|\bcompute target\b|\bstated target\b|\bwas built for\b|\bearlier version\b",
     re.I,
 )
 
@@ -48,6 +49,10 @@ def test_the_build_word_check_finds_what_it_looks_for():
     assert build_words("the 20x it was built to meet; the 100 copy runs allowed") == [
         "built to meet",
         "copy runs allowed",
+    ]
+    assert build_words("within the grid's 90-minute goal; an earlier version of the step") == [
+        "90-minute goal",
+        "earlier version",
     ]
     assert build_words("a ranking is allowed to tie; the second layer") == []
 
