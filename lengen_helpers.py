@@ -3530,7 +3530,9 @@ class AttentionExplorer:
         cfg = ModelConfig()
         self.controls = {
             "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
-            "encoding": w.Dropdown(options=[(label(e), e) for e in encoding_names()], value=encoding, description="encoding"),
+            "encoding": w.Dropdown(
+                options=[(label(e), e) for e in encoding_names()], value=encoding, description="encoding"
+            ),
             "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
             "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
             "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
@@ -4275,7 +4277,9 @@ def second_pilot_table(copy_run: float, results_dir: str | Path | None = None):
                 "steps": cfg.steps,
                 "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
                 "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
-                f"at {cfg.train_max_len} (%)": 100 * rec["exact_match"][str(cfg.train_max_len)] if rec else float("nan"),
+                f"at {cfg.train_max_len} (%)": 100 * rec["exact_match"][str(cfg.train_max_len)]
+                if rec
+                else float("nan"),
                 "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
                 "goal": bool(rec["in_distribution_mean"] >= SECOND_PILOT_GOAL) if rec else None,
             }
@@ -5232,7 +5236,9 @@ def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path 
         ax.remove()
     # one legend for the figure: a colour per layer, a style per set of sequences, the two marks
     layers = sorted(t["layer"].unique())
-    handles = [Line2D([], [], color=ordinal_color(i), label="embeddings" if i == 0 else f"after layer {i}") for i in layers]
+    handles = [
+        Line2D([], [], color=ordinal_color(i), label="embeddings" if i == 0 else f"after layer {i}") for i in layers
+    ]
     handles += [Line2D([], [], color="black", ls="-", label="held-out sequences of the training sizes")]
     handles += [Line2D([], [], color="black", ls="--", label="longer sequences")]
     handles += [Line2D([], [], color="black", ls=":", label=f"last training position ({train_last})")]
@@ -5257,7 +5263,9 @@ def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
         for head, gh in g.groupby("head"):
             bos = (gh["bos_weight"] * (gh["position"] + 1)).clip(lower=BOS_FLOOR)
             axes[0, j].plot(gh["position"], bos, color=ordinal_color(head), label=f"head {head}")
-            axes[1, j].plot(gh["position"], gh["entropy"] / gh["uniform_entropy"], color=ordinal_color(head), label=f"head {head}")
+            axes[1, j].plot(
+                gh["position"], gh["entropy"] / gh["uniform_entropy"], color=ordinal_color(head), label=f"head {head}"
+            )
         axes[0, j].axhline(BOS_FLOOR, color="gray", ls="--", lw=0.8, label=f"{BOS_FLOOR:g}: lower values drawn here")
         axes[0, j].set(
             title=f"{task}, {label(g['encoding'].iloc[0])}, layer 1: weight on BOS x (t + 1)",

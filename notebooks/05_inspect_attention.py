@@ -77,7 +77,8 @@ plt.show()
 #   in the last layer, with most of the head's mass on the right source (the scores printed above).
 #   Not every model of the grid does: reverse / NoPE / seed 1, the run that failed to train
 #   (notebook 04), has no head above 0.2; the other 59 models score at least 0.5 (printed above). The
-#   baseline (an earlier replication at this scale, notebook 04) saw clean pointers only for RoPE and ALiBi at n = 16 and blurred ones for NoPE
+#   baseline (an earlier replication at this scale, notebook 04) saw clean pointers only for RoPE
+#   and ALiBi at n = 16 and blurred ones for NoPE
 #   and sinusoidal; our seed-0 pointers are clear for all six, NoPE's included.
 # - At n = 32 the pointers degrade in different ways. On **reverse**, NoPE's pointer is sharp for
 #   the last ten or so output steps, whose sources sit near the start of the input, and smeared

@@ -264,7 +264,8 @@ for family, table_ in states.items():
     wrong = tied & (table_["right (%)"] < 50)
     print(
         f"{family:>9}: {tied.sum():>2} of {len(table_)} queries within {tolerance:g} of a state that must answer "
-        f"otherwise, {wrong.sum():>2} of them wrong on most sums; tokens seen by those: {sorted(set(table_['tokens it sees'][tied]))}"
+        f"otherwise, {wrong.sum():>2} of them wrong on most sums; "
+        f"tokens seen by those: {sorted(set(table_['tokens it sees'][tied]))}"
     )
 
 # %% [markdown]
@@ -306,7 +307,8 @@ L.places_example(L.structured_run(top_marker=True))
 
 # %%
 marker, marker_runs, plain = L.structured_pilot()
-arms = {"P = 160 alone": [plain], "+ above the top digit": [marker], "+ above the top digit, operands in runs": [marker_runs]}
+arms = {"P = 160 alone": [plain], "+ above the top digit": [marker]}
+arms["+ above the top digit, operands in runs"] = [marker_runs]
 L.family_lowest(arms).round(1)
 
 # %% [markdown]
@@ -323,7 +325,8 @@ L.family_errors(L.load_run_model(marker, L.ADDITION_DIR), marker.make_task(), 64
 # %%
 first_runs = [L.structured_run(seed=s, **L.STRUCTURED_FIRST) for s in (1, 2)]
 first = L.structured_goal(first_runs)
-first["final training loss"] = [L.read_record(L.record_path(L.ADDITION_DIR, c))["loss_curve"]["mean_loss"][-1] for c in first_runs]
+records_ = [L.read_record(L.record_path(L.ADDITION_DIR, c)) for c in first_runs]
+first["final training loss"] = [r["loss_curve"]["mean_loss"][-1] for r in records_]
 first.round(1).assign(**{"final training loss": first["final training loss"].round(3)})
 
 # %% [markdown]
@@ -409,7 +412,8 @@ if goal["trained"].all():
     cited.loc["this study"] = ours
 if goal_structured["trained"].all():
     at128 = goal_structured["128 digits: lowest (%)"].min()
-    ours = ["the same, + above the top digit, operands in runs", "1-8", 128, round(at128, 1), "worst of 3 seeds, 11 kinds of sum"]
+    method = "the same, + above the top digit, operands in runs"
+    ours = [method, "1-8", 128, round(at128, 1), "worst of 3 seeds, 11 kinds of sum"]
     cited.loc["this study, structured sums"] = ours
 cited["ratio"] = (cited["test_digits"] / cited["train_digits"].str.split("-").str[1].astype(int)).round(2)
 with pd.option_context("display.max_colwidth", None):

@@ -374,7 +374,12 @@ def test_notebook_08_figures_carry_one_legend_each_and_labelled_panels():
 def test_a_shared_legend_fills_the_first_empty_panel_and_tasks_are_named_as_their_papers_do():
     tasks = ("parity", "lego", "pcfg", "scan")  # two rows of three: two empty panels
     table = pd.DataFrame(
-        [{"task": t, "encoding": e, "seed": 0, "n": n, "exact_match": 0.5} for t in tasks for e in ("nope", "t5") for n in (1, 2)]
+        [
+            {"task": t, "encoding": e, "seed": 0, "n": n, "exact_match": 0.5}
+            for t in tasks
+            for e in ("nope", "t5")
+            for n in (1, 2)
+        ]
     )
     fig = L.plot_by_length(
         table, "exact_match", "exact match (%)", "exact match", train_max=1,
@@ -394,7 +399,8 @@ def test_a_shared_legend_fills_the_first_empty_panel_and_tasks_are_named_as_thei
 def test_figures_of_layers_heads_and_constructions_take_no_encodings_colour():
     probes = pd.DataFrame(
         [
-            {"probe": "mlp", "task": "copy", "encoding": e, "layer": k, "sizes": s, "position": p, "mae": 1.0, "count": 2}
+            {"probe": "mlp", "task": "copy", "encoding": e, "layer": k, "sizes": s, "position": p,
+             "mae": 1.0, "count": 2}
             for e in ("nope", "rope") for k in range(4) for s in ("training", "longer") for p in range(5)
         ]
     )  # fmt: skip
@@ -406,7 +412,11 @@ def test_figures_of_layers_heads_and_constructions_take_no_encodings_colour():
         ]
     )  # fmt: skip
     precision = pd.DataFrame(
-        [{"n_positions": n, "position": t, "readout_error": 1e-6, "attention_on_target": 1.0} for n in (8, 16) for t in range(n)]
+        [
+            {"n_positions": n, "position": t, "readout_error": 1e-6, "attention_on_target": 1.0}
+            for n in (8, 16)
+            for t in range(n)
+        ]
     )
     first = L.plot_first_layer(heads)
     figs = [L.plot_probe_errors(probes, {"copy/nope": 3}, train_last=3), first, L.plot_encodings()]
