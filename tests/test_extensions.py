@@ -54,7 +54,7 @@ def test_a_registered_encoding_joins_the_grid_labels_colours_and_explorer_option
     assert len({L.encoding_color(e) for e in L.encoding_names()}) == len(L.encoding_names())
     records = [fake_record("copy", e, 0, curve(17)) for e in L.encoding_names()]
     fig = L.plot_accuracy_vs_length(L.exact_match_frame(records))
-    assert "halved (1 seeds)" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "halved (1 seed)" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     plt.close(fig)
     with pytest.raises(ValueError, match="needs a `name`"):
         L.register_encoding(type("Nameless", (L.PositionalEncoding,), {}))
