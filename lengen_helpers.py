@@ -1665,7 +1665,7 @@ def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
 
 @dataclass
 class RunConfig:
-    """One training run. Defaults are the study's settings (the seed write-up's, see README)."""
+    """One training run. Defaults are the study's settings (the baseline's, see README)."""
 
     task: str = "copy"
     model: ModelConfig = field(default_factory=ModelConfig)  # model.encoding names the encoding
@@ -2731,7 +2731,7 @@ def per_run_metrics(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20
 
 
 def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
-    """The seed write-up's table: mean ± population std over seeds, per task and encoding."""
+    """The baseline's table: mean ± population std over seeds, per task and encoding."""
     runs = per_run_metrics(df, train_max, at)
     cols = [c for c in runs.columns if c not in ("task", "encoding", "seed")]
     out = []
@@ -3096,8 +3096,8 @@ def in_distribution_misses(records: Sequence[dict[str, Any]], bar: float = 0.95)
     return pd.DataFrame(rows, columns=["run", "in-distribution exact match (%)"])
 
 
-def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv"):
-    """Our means beside the seed write-up's for the encodings it shares (exact match, %)."""
+def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline.csv"):
+    """Our means beside the baseline's for the encodings it shares (exact match, %)."""
     base = pd.read_csv(path, comment="#")
     ours = per_run_metrics(df).groupby(["task", "encoding"]).mean(numeric_only=True)
     rows = []
@@ -3191,9 +3191,9 @@ def plot_settings_with_baseline(
     encoding: str,
     path: Path | None = None,
     train_max: int = 16,
-    baseline: Path = PUBLISHED_DIR / "baseline_seed_writeup.csv",
+    baseline: Path = PUBLISHED_DIR / "baseline.csv",
 ):
-    """Exact match against n per setting (`settings_frame`), with the seed write-up's means for
+    """Exact match against n per setting (`settings_frame`), with the baseline's means for
     `encoding` as black markers at the lengths it reports."""
     fig = plot_by_length(
         frame,

@@ -98,7 +98,7 @@ overlap.round({"distinct inputs drawn in training": 0, "evaluation sequences als
 #
 # The baseline trained the same model with the same settings and three seeds (we use five), on
 # four of our six encodings. Its numbers are quoted in
-# `results/published/baseline_seed_writeup.csv`.
+# `results/published/baseline.csv`.
 
 # %%
 L.baseline_comparison(df).round(1)
@@ -110,7 +110,7 @@ L.baseline_comparison(df).round(1)
 
 # %%
 runs = L.per_run_metrics(df)
-base = pd.read_csv(L.PUBLISHED_DIR / "baseline_seed_writeup.csv", comment="#").set_index(["task", "encoding"])
+base = pd.read_csv(L.PUBLISHED_DIR / "baseline.csv", comment="#").set_index(["task", "encoding"])
 b = base.loc[("copy", "alibi")]
 alibi_copy = runs[(runs["task"] == "copy") & (runs["encoding"] == "alibi")].set_index("seed")["n = 17"]
 inside = alibi_copy >= b["mean_17"] - 3 * b["std_17"]

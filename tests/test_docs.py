@@ -16,7 +16,7 @@ LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 BUILD_WORDS = re.compile(
     r"\bbudgets?\b|\ballowances?\b|\bsessions?\b|\bissues? \d|during development|second round|built to meet|"
     r"\bwas allowed\b|\b(?:copy runs|compute) allowed\b|\bleft in the\b|\bgoal of \d+ minutes\b|"
-    r"\b\d+-minute goal\b|\bcompute target\b|\bstated target\b|\bwas built for\b|\bearlier version\b",
+    r"\b\d+-minute goal\b|\bcompute target\b|\bstated target\b|\bwas built for\b|\bearlier versions?\b",
     re.I,
 )
 
@@ -54,6 +54,7 @@ def test_the_build_word_check_finds_what_it_looks_for():
         "90-minute goal",
         "earlier version",
     ]
+    assert build_words("timed against earlier versions of the code") == ["earlier versions"]
     assert build_words("a ranking is allowed to tie; the second layer") == []
 
 

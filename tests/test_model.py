@@ -144,7 +144,7 @@ def test_default_model_matches_the_study_settings():
     c = L.ModelConfig()
     assert (c.d_model, c.n_heads, c.n_layers, c.d_ff, c.pre_norm, c.dropout) == (64, 4, 3, 256, False, 0.0)
     n = L.DecoderOnlyLM(c).num_parameters()
-    assert 140_000 < n < 160_000  # about 150k, as in the seed write-up
+    assert 140_000 < n < 160_000  # about 150k, as in the baseline
 
 
 def test_token_ids_outside_the_vocabulary_are_refused():
