@@ -44,6 +44,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -6263,21 +6264,43 @@ register_experiment("scratchpad-components", scratchpad_components, "scratchpads
 
 
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
-    """Per experiment (the pilot, then 1-3): runs, runs trained, copy runs planned and spent (the
-    trained runs'), and wall time (hours, this machine's, with other training beside it)."""
+    """Per experiment (the pilot, then 1-3): runs, runs trained, the copy runs of those trained and
+    of those not yet trained, wall time (hours, this machine's, with other training beside it, as
+    the records time it), and how many trained runs resumed from a checkpoint: a resumed run's
+    record times only the steps after the checkpoint (`resumed_wall_missing` estimates the rest)."""
     plans = {"pilot": scratchpad_pilot(), "1: addition, every encoding": scratchpad_addition()[1:]}
     plans |= {"2: the other tasks": scratchpad_tasks(), "3: which component": scratchpad_components()}
     rows = []
     for name, cfgs in plans.items():
         cost = [run_compute_flops(c, sample_steps=20) / copy_run for c in cfgs]
-        paths = [record_path(Path(results_dir), c) for c in cfgs]
-        done = [p.exists() for p in paths]
-        wall = sum(read_record(p)["wall_time_s"] for p, d in zip(paths, done) if d) / 3600
-        rows.append({"experiment": name, "runs": len(cfgs), "trained": sum(done), "copy runs planned": sum(cost)})
-        rows[-1] |= {"copy runs spent": sum(c for c, d in zip(cost, done) if d), "wall (h)": wall}
+        records = [read_record(p) if p.exists() else None for p in (record_path(Path(results_dir), c) for c in cfgs)]
+        trained = [r is not None for r in records]
+        rows.append({"experiment": name, "runs": len(cfgs), "trained": sum(trained)})
+        rows[-1] |= {"copy runs": sum(c for c, d in zip(cost, trained) if d)}
+        rows[-1] |= {"copy runs not yet trained": sum(c for c, d in zip(cost, trained) if not d)}
+        rows[-1] |= {"wall (h)": sum(r["wall_time_s"] for r in records if r) / 3600}
+        rows[-1] |= {"resumed": sum(bool(r and r.get("resumed_from_step")) for r in records)}
     table = pd.DataFrame(rows).set_index("experiment")
     table.loc["total"] = table.sum()
     return table
+
+
+def resumed_wall_missing(results_dir: str | Path = SCRATCHPAD_DIR) -> pd.DataFrame:
+    """The runs that resumed from a checkpoint: from which step, the wall time their record holds
+    (hours, the steps after it), and an estimate of the hours before it, at the run's own recorded
+    training speed (wall time per step after resuming, times the steps before)."""
+    rows = []
+    for path in sorted((Path(results_dir) / "runs").glob("*.json")):
+        rec = read_record(path)
+        start, steps = rec.get("resumed_from_step") or 0, rec["config"]["steps"]
+        if start:
+            per_step = rec["wall_time_s"] / (steps - start)
+            rows.append({"run": rec["name"], "resumed from step": start, "steps": steps})
+            rows[-1] |= {
+                "wall recorded (h)": rec["wall_time_s"] / 3600,
+                "before, estimated (h)": per_step * start / 3600,
+            }
+    return pd.DataFrame(rows).set_index("run")
 
 
 def paper_scratchpad_addition(path: Path | None = None):
@@ -6617,20 +6640,42 @@ def step_attention(
 # Our scoring against the paper's parser. Ours: the answer is what follows the last "thus" up to
 # EOS, and a generation without either is wrong. The paper's parser (its code) reads the text after
 # the first end marker, up to a second one or the end, and parses it as an integer: it forgives a
-# missing end, text after a second marker and a leading zero.
-def lenient_answer(tokens: Sequence[int], end: int, digits: Mapping[int, str]) -> int | None:
+# missing end, text after a second marker and a leading zero. An answer that is not a number
+# (parity's "even" and "odd") is compared as text.
+LIST_ANSWERS = {"sorting"}  # tasks whose answer is a list of numbers, not one number
+
+
+def lenient_answer(
+    tokens: Sequence[int], end: int, symbols: Mapping[int, str], as_list: bool = False
+) -> int | str | tuple[int | str, ...] | None:
     """The paper's reading of a generation: the tokens after the first `end` (token id), up to the
-    next `end`, EOS or the generation's end, as an integer (leading zeros forgiven); None where
-    there is no `end` or what follows is not a number (`digits`: token id -> its digit)."""
+    next `end`, EOS or the generation's end, written out (`symbols`: token id -> its text) and read
+    as an integer where the text is one (a sign and leading zeros forgiven), else as the text
+    itself; with `as_list`, one item a token (sorting's answer). None where there is no `end`,
+    nothing follows it, or a token has no symbol: None is never a right answer."""
     tokens = list(tokens)
     if end not in tokens:
         return None
     rest = tokens[tokens.index(end) + 1 :]
     stops = [i for i, t in enumerate(rest) if t in (end, EOS, PAD)]
     rest = rest[: stops[0]] if stops else rest
-    if not rest or any(t not in digits for t in rest):
+    if not rest or any(t not in symbols for t in rest):
         return None
-    return int("".join(digits[t] for t in rest))
+    if as_list:
+        return tuple(_as_number(symbols[t]) for t in rest)
+    return _as_number("".join(symbols[t] for t in rest))
+
+
+def _as_number(text: str) -> int | str:
+    """`text` as an integer where it is one ("-08" -> -8), else as it is."""
+    return int(text) if re.fullmatch(r"[+-]?\d+", text) else text
+
+
+def lenient_right(generated: Sequence[int], truth: Sequence[int], end: int, symbols: Mapping[int, str], as_list=False):
+    """Whether the paper's parser reads the generation as the true answer (`truth`: the answer's
+    tokens, as `final_answer` returns them); a generation it cannot read is wrong."""
+    got = lenient_answer(generated, end, symbols, as_list)
+    return got is not None and got == lenient_answer([end, *truth], end, symbols, as_list)
 
 
 def scoring_comparison(
@@ -6643,7 +6688,8 @@ def scoring_comparison(
     """Per size: the fraction of sums right by our scoring (`final_answer`, exact tokens) and by the
     paper's parser (`lenient_answer`), greedy from the evaluation prompts with the model's own
     steps, and how many sums the two scorings judge differently."""
-    end, digits = task.ids[SCRATCHPAD_END], {task.ids[str(d)]: str(d) for d in range(10)}
+    end, as_list = task.ids[SCRATCHPAD_END], task.name in LIST_ANSWERS
+    symbols = {i: t for t, i in task.ids.items() if i not in (PAD, BOS, SEP, EOS)}
     rows = []
     with evaluating(model):
         for n in sizes:
@@ -6654,14 +6700,15 @@ def scoring_comparison(
             lenient = strict.clone()
             for p in sep[~strict].unique().tolist():
                 rows_p = ((sep == p) & ~strict).nonzero()[:, 0]
-                # more new tokens than scoring decodes (the paper's parser reads past a missed end),
-                # within the positions the model has
-                room = min(2 * task.answer_length(n), model.config.max_positions - p - 1)
+                # twice the tokens the records' scoring decodes (the paper's parser reads past a missed
+                # end), within the positions the model can represent (a learned table's rows)
+                limit, room = model.pos.max_length, 2 * task.answer_length(n)
+                room = room if limit is None else min(room, limit - p)
                 gen = generate(model, batch.tokens[rows_p, : p + 1], room, stop_at_eos=True)
                 for r, g in zip(rows_p.tolist(), gen[:, p + 1 :].tolist()):
                     truth = final_answer(batch.tokens[r, p + 1 :].tolist(), end)
                     strict[r] = final_answer(g, end) == truth
-                    lenient[r] = lenient_answer(g, end, digits) == int("".join(digits[t] for t in truth))
+                    lenient[r] = lenient_right(g, truth, end, symbols, as_list)
             rows.append({"n": n, "ours": float(strict.float().mean()), "paper's parser": float(lenient.float().mean())})
             rows[-1]["sums judged differently"] = int((strict != lenient).sum())
     return pd.DataFrame(rows)
@@ -6683,6 +6730,118 @@ def scoring_table(
         run = lambda t, e, s, cfg=cfg: cfg  # noqa: E731
         parts.append(per_model_table(compute, ["addition"], [cfg.encoding], [cfg.seed], results_dir, cache, run=run))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def step_overrun(
+    model: DecoderOnlyLM, task: WithScratchpad, sizes: Iterable[int], count: int = 64, seed: int = RunConfig.eval_seed
+):
+    """Per size: how many steps greedy decoding writes against the target's, given twice the
+    target's room (`count` evaluation prompts, drawn as exact match draws them): the share of
+    generations with more steps than the target, the fewest and most extra steps, and the share
+    that stop (EOS) within one token past the longest target, the room the records' exact match
+    decodes."""
+    rows = []
+    with evaluating(model):
+        for n in sizes:
+            batch = evaluation_batch(task, n, count, seed)
+            sep, mark = (batch.tokens == SEP).int().argmax(dim=1), task.ids[STEP_SEPARATOR]
+            extra, fits = [], []
+            for p in sep.unique().tolist():  # prompts of one length decode together
+                rows_p = batch.tokens[sep == p]
+                gen = generate(model, rows_p[:, : p + 1], 2 * task.answer_length(n), stop_at_eos=True)
+                for g, t in zip(gen[:, p + 1 :].tolist(), rows_p[:, p + 1 :].tolist()):
+                    stop = g.index(EOS) + 1 if EOS in g else len(g)
+                    extra.append(g[:stop].count(mark) - t.count(mark))
+                    fits.append(EOS in g[: task.answer_length(n) + 1])
+            rows.append({"n": n, "more steps than the target": float(np.mean([e > 0 for e in extra]))})
+            rows[-1] |= {
+                "fewest extra": min(extra),
+                "most extra": max(extra),
+                "stops within the records' room": float(np.mean(fits)),
+            }
+    return pd.DataFrame(rows).set_index("n")
+
+
+def other_scoring_table(
+    results_dir: str | Path = SCRATCHPAD_DIR, cache: Path | None = SCRATCHPAD_DIR / "scoring_other.csv", top: int = 16
+):
+    """`scoring_comparison` at sizes 1-`top` for every trained run of experiments 2 and 3 (the
+    other tasks; addition's added components), cached as `scoring_table` caches experiment 1's; the
+    `task` column holds the run's task key (task and format), since formats share an encoding and
+    seed."""
+    parts = []
+    for cfg in [*scratchpad_tasks(), *scratchpad_components()]:
+        if not record_path(Path(results_dir), cfg).exists():
+            continue
+
+        def compute(model: DecoderOnlyLM, _task: str, cfg: RunConfig = cfg):
+            return scoring_comparison(model, cfg.make_task(), range(1, top + 1), cfg.eval_per_length, cfg.eval_seed)
+
+        run = lambda t, e, s, cfg=cfg: cfg  # noqa: E731
+        key = cfg.make_task().key
+        parts.append(per_model_table(compute, [key], [cfg.encoding], [cfg.seed], results_dir, cache, run=run))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _records_read_as(scoring, column: str, cfgs: Iterable[RunConfig], results_dir: Path, into: Path, key) -> None:
+    """Copies of the records of `cfgs` in `into`, with exact match at the sizes `scoring` holds
+    replaced by its `column` ("ours" or "paper's parser"; `key(cfg)`: the run's value in scoring's
+    `task` column). The records themselves are left as they are."""
+    for cfg in cfgs:
+        source = record_path(results_dir, cfg)
+        mine = scoring[(scoring["task"] == key(cfg)) & (scoring["encoding"] == cfg.encoding)]
+        mine = mine[mine["seed"] == cfg.seed]
+        if not source.exists() or not len(mine):
+            continue
+        rec = read_record(source)
+        rec["exact_match"] = rec["exact_match"] | {str(int(n)): float(v) for n, v in zip(mine["n"], mine[column])}
+        target = record_path(into, cfg)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_json(target, rec)
+
+
+OTHER_READINGS = ("ours, as recorded", "ours, more room", "paper's parser")
+
+
+def other_scoring_verdicts(
+    scoring, scoring_exp1, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR
+):
+    """Experiments 2 and 3's verdicts under three readings of the generations (`OTHER_READINGS`):
+    the records' (ours: up to one token past the longest target), ours with the room
+    `scoring_comparison` gives (twice that), and the paper's parser on those same generations.
+    The same functions (`scratchpad_task_effect`, `scratchpad_format_table`) judge copies of the
+    records whose exact match is each reading's (`other_scoring_table`; experiment 3's reference,
+    the step outputs alone, from experiment 1's `scoring_table`); the controls are read as
+    recorded. One row per trained run; a run a reading makes unranked (not learned) differs.
+    "parser differs" compares the two readings of the same generations, "differs from the
+    records" the paper's reading with ours as recorded."""
+    results_dir = Path(results_dir)
+    reference = scratchpad_run("addition", "o")
+    tasks, formats = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, reading in enumerate(OTHER_READINGS):
+            folder = results_dir if i == 0 else Path(tmp) / str(i)
+            if i:
+                column = "ours" if reading == "ours, more room" else reading
+                cfgs = [*scratchpad_tasks(), *scratchpad_components()]
+                _records_read_as(scoring, column, cfgs, results_dir, folder, lambda c: c.make_task().key)
+                _records_read_as(scoring_exp1, column, [reference], results_dir, folder, lambda c: c.task)
+            tasks[reading] = scratchpad_task_effect(folder, control_dir).set_index(
+                ["task", "format", "encoding", "seed"]
+            )
+            formats[reading] = scratchpad_format_table(folder, control_dir)
+    rows = []
+    for (t, f, e, s), v in tasks[OTHER_READINGS[0]]["verdict"].items():
+        if v != "not trained yet":
+            row = {"experiment": 2, "run": f"{t} {f} {label(e)} s{s}"}
+            rows.append(row | {r: tasks[r].loc[(t, f, e, s), "verdict"] for r in OTHER_READINGS})
+    for f in SCRATCHPAD_COMPONENTS:
+        if formats[OTHER_READINGS[0]].loc[f, "trained"]:
+            words = {r: "differs from o" if t.loc[f, "differs from o"] else "same as o" for r, t in formats.items()}
+            rows.append({"experiment": 3, "run": f"addition {f} NoPE s0"} | words)
+    table = pd.DataFrame(rows)
+    ours, room, paper = (table[r] for r in OTHER_READINGS)
+    return table.assign(**{"parser differs": room != paper, "differs from the records": ours != paper})
 
 
 def scoring_verdicts(

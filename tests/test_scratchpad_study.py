@@ -241,3 +241,126 @@ def test_each_claim_is_judged_from_its_table():
     # nothing trained: nothing claimed
     none = L.scratchpad_claims(every.iloc[:0], tasks.assign(verdict="not trained yet"), formats.iloc[:2])
     assert none["here"].tolist() == ["not trained yet"] * 3
+
+
+def test_the_papers_parser_reads_words_signs_and_lists_and_never_counts_an_unread_answer_right():
+    def check(task_name, options, truth, cases, as_list=False):
+        task = L.get_task(task_name, options)
+        end = task.ids["thus"]
+        symbols = {i: t for t, i in task.ids.items() if i not in (L.PAD, L.BOS, L.SEP, L.EOS)}
+        ids = lambda text: [task.ids[s] for s in text.split()]  # noqa: E731
+        for text, right in cases.items():
+            gen = ids(text) + [L.EOS]
+            assert L.lenient_right(gen, ids(truth), end, symbols, as_list) is right, (task_name, text)
+
+    # parity's answer is a word: the same word is right, the other wrong, nothing after the end wrong
+    check(
+        "parity", {"scratchpad": "o"}, "even", {"out 0 thus even": True, "out 0 thus odd": False, "out 0 thus": False}
+    )
+    check("parity", {"scratchpad": "o"}, "odd", {"out 1 thus odd thus even": True, "out 1 # out 0": False})
+    # polynomial's answer may be negative: the sign is read, a leading zero forgiven
+    poly = {"out 8 thus - 0 8": True, "out 8 thus 8": False, "out 8 thus - 8 0": False}
+    check("polynomial", {"scratchpad": "o"}, "- 8", poly)
+    # sorting's answer is a list, one number a token
+    check("sorting", {"scratchpad": "o"}, "4 13 19", {"out 4 thus 4 13 19": True, "out 4 thus 4 19 13": False}, True)
+
+
+def test_the_other_experiments_verdicts_under_each_reading(tmp_path):
+    pad, ctl = tmp_path / "pad", tmp_path / "ctl"
+    sizes = range(1, 17)
+
+    def em(train_max, inside, outside, top=16):
+        return {str(n): inside if n <= train_max else outside for n in range(1, top + 1)}
+
+    def rows(cfg, key, ours, paper):  # scoring rows of one run: our reading and the parser's, per size
+        return pd.DataFrame(
+            {"n": list(sizes), "ours": [ours[str(n)] for n in sizes], "paper's parser": [paper[str(n)] for n in sizes]}
+        ).assign(task=key, encoding=cfg.encoding, seed=cfg.seed)
+
+    parts = []
+    # out of distribution: as recorded, with more room by our reading, and by the parser's (control: 0.5)
+    for enc, recorded, room, parser in (("nope", 0.6, 0.6, 0.5), ("t5", 0.5, 0.6, 0.6)):
+        cfg = L.scratchpad_run("parity", "o", enc)
+        mx = cfg.train_max_len
+        write_record(pad, cfg, em(mx, 1.0, recorded))
+        write_record(ctl, L.scratchpad_run("parity", "none", enc), em(mx, 1.0, 0.5, 3 * 16))
+        parts.append(rows(cfg, cfg.make_task().key, em(mx, 1.0, room), em(mx, 1.0, parser)))
+    # experiment 3: co beats o by our reading; by the parser's, o reads 0.3 too
+    o, co = L.scratchpad_run("addition", "o"), L.scratchpad_run("addition", "co")
+    write_record(pad, o, em(8, 1.0, 0.1))
+    write_record(pad, co, em(8, 1.0, 0.3))
+    write_record(ctl, L.scratchpad_run("addition", "none"), em(8, 0.9, 0.0, 24))
+    parts.append(rows(co, co.make_task().key, em(8, 1.0, 0.3), em(8, 1.0, 0.3)))
+    exp1 = rows(o, "addition", em(8, 1.0, 0.1), em(8, 1.0, 0.3))
+    table = L.other_scoring_verdicts(pd.concat(parts, ignore_index=True), exp1, pad, ctl).set_index("run")
+    recorded, room, parser = L.OTHER_READINGS
+    nope, t5, co = "parity o NoPE s0", "parity o T5 bias s0", "addition co NoPE s0"
+    assert table.loc[nope, [recorded, room, parser]].tolist() == ["helps", "helps", "no measurable gain"]
+    assert table.loc[t5, [recorded, room, parser]].tolist() == ["no measurable gain", "helps", "helps"]
+    assert table.loc[co, [recorded, room, parser]].tolist() == ["differs from o", "differs from o", "same as o"]
+    assert table["parser differs"].tolist() == [True, False, True]  # the same generations, read two ways
+    assert table["differs from the records"].tolist() == [True, True, True]
+    assert len(table) == 3  # untrained runs are left out
+    assert L.read_record(L.record_path(pad, o))["exact_match"]["9"] == 0.1  # the records are left as they were
+
+
+def test_resumed_runs_are_estimated_at_their_own_speed(tmp_path):
+    cfg = L.scratchpad_run("addition", "o")
+    write_record(tmp_path, cfg, {"1": 1.0}, {"resumed_from_step": cfg.steps // 4, "wall_time_s": 3600.0})
+    write_record(tmp_path, L.scratchpad_run("addition", "co"), {"1": 1.0}, {"wall_time_s": 60.0})
+    table = L.resumed_wall_missing(tmp_path)
+    assert list(table.index) == [cfg.name]  # the run trained straight through is not listed
+    assert table.loc[cfg.name, "before, estimated (h)"] == pytest.approx(1 / 3)  # a quarter of the steps
+
+
+@pytest.mark.parametrize("encoding", ["nope", "learned"])
+def test_scoring_gives_twice_the_target_within_the_positions_a_model_represents(monkeypatch, encoding):
+    task = L.get_task("addition", {"format": "paper", "scratchpad": "co"})
+    rows = task.prompt_length(12) + task.answer_length(12) + 8  # the target fits, twice it does not
+    model = L.DecoderOnlyLM(L.ModelConfig(encoding=encoding, n_layers=1, max_positions=rows), task.vocab_size)
+    model.eval()
+    rooms = []
+
+    def nothing(model, prompt, max_new_tokens, **kw):  # writes EOS at once: every sum wrong
+        rooms.append((prompt.shape[1], max_new_tokens))
+        return torch.cat([prompt, torch.full((prompt.shape[0], 1), L.EOS)], dim=1)
+
+    monkeypatch.setattr(L, "generate", nothing)
+    L.scoring_comparison(model, task, [12], n_per_length=8, seed=7)
+    want = 2 * task.answer_length(12)
+    assert rooms and want > rows  # past the learned table: the table's rows bound it
+    for prompt, room in rooms:  # positions 0 .. prompt + room - 2 are fed back
+        assert room == (want if encoding == "nope" else rows - prompt + 1)
+
+
+def test_step_overrun_counts_the_steps_written_past_the_target(monkeypatch):
+    task = L.get_task("parity", {"scratchpad": "o"})
+    model = L.DecoderOnlyLM(L.ModelConfig(encoding="nope", n_layers=1), task.vocab_size).eval()
+    batch = L.evaluation_batch(task, 6, 8, 7)
+    thus, extra = task.ids["thus"], [task.ids[s] for s in "# out 0".split()]
+
+    def one_step_more(model, prompt, max_new_tokens, **kw):  # every row: its target with a step added
+        p = prompt.shape[1]
+        rows = []
+        for r in batch.tokens[:, p:].tolist():
+            target = r[: r.index(L.EOS) + 1]
+            rows.append(target[: target.index(thus)] + extra + target[target.index(thus) :])
+        assert max_new_tokens == 2 * task.answer_length(6) and all(len(r) <= max_new_tokens for r in rows)
+        return torch.cat([prompt, torch.tensor(rows)], dim=1)
+
+    monkeypatch.setattr(L, "generate", one_step_more)
+    row = L.step_overrun(model, task, [6], count=8, seed=7).loc[6]
+    assert row["more steps than the target"] == 1.0 and row["fewest extra"] == row["most extra"] == 1
+    assert row["stops within the records' room"] == 0.0  # three tokens more than the longest target
+
+
+def test_the_compute_table_counts_trained_runs_and_those_resumed(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "run_compute_flops", lambda cfg, sample_steps: 2.0)  # every run: 2 copy runs
+    pilot = L.scratchpad_pilot()
+    write_record(tmp_path, pilot[0], {"1": 1.0}, {"wall_time_s": 3600.0, "resumed_from_step": 500})
+    write_record(tmp_path, pilot[1], {"1": 1.0}, {"wall_time_s": 1800.0})
+    table = L.scratchpad_compute(1.0, tmp_path)
+    row = table.loc["pilot"]
+    assert (row["trained"], row["copy runs"], row["copy runs not yet trained"]) == (2, 4.0, 2.0 * (len(pilot) - 2))
+    assert (row["wall (h)"], row["resumed"]) == (1.5, 1)
+    assert table.loc["total", "trained"] == 2 and table.loc["total", "resumed"] == 1
