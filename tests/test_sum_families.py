@@ -301,3 +301,17 @@ def test_family_errors_count_each_sums_first_wrong_token_and_the_right_ones():
     wrong = errors[errors["should be"] != "right"]
     assert (wrong["should be"] != wrong["writes"]).all()
     assert set(wrong["should be"]) <= set("0123456789") | {"</s>"}
+
+
+@pytest.mark.parametrize("family", list(L.SUM_FAMILIES))
+def test_family_example_writes_a_true_sum_of_the_family_at_its_size(family):
+    for n in (1, 4, 9):
+        a, rest = L.family_example(family, n).split(" + ")
+        b, total = rest.split(" = ")
+        a, b, total = (s.replace(" ", "") for s in (a, b, total))
+        assert len(a) == len(b) == n and len(total) == n + 1  # equal format: operands and answer padded
+        assert int(a) + int(b) == int(total)
+        draw = L.SUM_FAMILIES[family].draw(n, 1, torch.Generator().manual_seed(0))
+        assert [a, b] == ["".join(map(str, row[0].tolist())) for row in draw]  # the family's own draw
+    with pytest.raises(ValueError, match="sum family"):
+        L.family_example("all fives", 3)
