@@ -7085,15 +7085,16 @@ def longest_held(exact: dict[str, float], level: float = 0.9) -> int:
 
 def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, RunConfig, dict[str, Any] | None]]:
     """(stage, config, record or None) for the pilot in the order tried, then the study's seeds
-    and ablation, then the structured sums' pilot and seeds; a configuration in two stands once,
+    and ablation, then the structured sums' pilot, seeds and ablation; a configuration in two stands once,
     where it was first trained."""
     seen, out = set(), []
     study = addition_study()
     stages = [("pilot", c) for c in addition_pilot()] + [("seeds", c) for c in study[:3]]
     stages += [("ablation", c) for c in study[3:]]
-    structured = structured_study()
+    ablation = structured_steps_ablation()
     stages += [("structured pilot", c) for c in structured_pilot()]
-    stages += [("structured seeds", c) for c in structured[len(structured_pilot()) :]]
+    stages += [("structured seeds", c) for c in structured_study()[len(structured_pilot()) : -len(ablation)]]
+    stages += [("structured ablation", c) for c in ablation]
     for stage, cfg in stages:
         if cfg.hash in seen:
             continue
@@ -7508,11 +7509,19 @@ STRUCTURED_FIRST: dict[str, Any] = {"top_marker": True}
 STRUCTURED_BEST: dict[str, Any] = {"top_marker": True, "train_task_options": {"operands": "runs"}, "steps": 10_000}
 
 
+def structured_steps_ablation() -> list[RunConfig]:
+    """The second choice at the first choice's 5,000 steps, on seeds 1 and 2 (seed 0 is the
+    pilot's second arm): which of its two changes, operands in runs or twice the steps, brought
+    those seeds to the goal."""
+    return [structured_run(seed=s, **(STRUCTURED_BEST | {"steps": 5_000})) for s in (1, 2)]
+
+
 def structured_study() -> list[RunConfig]:
-    """The pilot (`structured_pilot`), the first choice on seeds 1 and 2, then the second choice
-    (`STRUCTURED_BEST`) on seeds 0, 1 and 2."""
+    """The pilot (`structured_pilot`), the first choice on seeds 1 and 2, the second choice
+    (`STRUCTURED_BEST`) on seeds 0, 1 and 2, then its steps ablation (`structured_steps_ablation`)."""
     first = [structured_run(seed=s, **STRUCTURED_FIRST) for s in (1, 2)]
-    return structured_pilot() + first + [structured_run(seed=s, **STRUCTURED_BEST) for s in (0, 1, 2)]
+    best = [structured_run(seed=s, **STRUCTURED_BEST) for s in (0, 1, 2)]
+    return structured_pilot() + first + best + structured_steps_ablation()
 
 
 register_experiment("addition-structured", structured_study, "addition", "11_addition_that_generalizes")

@@ -315,3 +315,16 @@ def test_family_example_writes_a_true_sum_of_the_family_at_its_size(family):
         assert [a, b] == ["".join(map(str, row[0].tolist())) for row in draw]  # the family's own draw
     with pytest.raises(ValueError, match="sum family"):
         L.family_example("all fives", 3)
+
+
+def test_the_steps_ablation_is_the_second_choice_at_the_first_choices_steps(tmp_path):
+    ablation = L.structured_steps_ablation()
+    best = {c.seed: c for c in L.structured_study() if c.steps == L.STRUCTURED_BEST["steps"]}
+    for cfg in ablation:
+        assert cfg.steps == 5_000 and cfg.seed in (1, 2)
+        assert cfg.to_dict() | {"steps": best[cfg.seed].steps} == best[cfg.seed].to_dict()  # only the steps differ
+    seed0 = L.structured_run(seed=0, **(L.STRUCTURED_BEST | {"steps": 5_000}))
+    assert seed0.hash == L.structured_pilot()[1].hash  # seed 0 is the pilot's second arm: trained once
+    stages = {cfg.hash: stage for stage, cfg, _ in L.addition_runs(tmp_path)}
+    assert [stages[c.hash] for c in ablation] == ["structured ablation"] * 2
+    assert stages[seed0.hash] == "structured pilot"
