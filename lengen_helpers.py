@@ -6264,10 +6264,10 @@ register_experiment("scratchpad-components", scratchpad_components, "scratchpads
 
 
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
-    """Per experiment (the pilot, then 1-3): runs, runs trained, the copy runs of those trained and
-    of those not yet trained, wall time (hours, this machine's, with other training beside it, as
-    the records time it), and how many trained runs resumed from a checkpoint: a resumed run's
-    record times only the steps after the checkpoint (`resumed_wall_missing` estimates the rest)."""
+    """Per experiment (the pilot, then 1-3): runs, runs trained, the copy runs of those trained,
+    wall time (hours, this machine's, with other training beside it, as the records time it), and
+    how many trained runs resumed from a checkpoint: a resumed run's record times only the steps
+    after the checkpoint (`resumed_wall_missing` estimates the rest)."""
     plans = {"pilot": scratchpad_pilot(), "1: addition, every encoding": scratchpad_addition()[1:]}
     plans |= {"2: the other tasks": scratchpad_tasks(), "3: which component": scratchpad_components()}
     rows = []
@@ -6277,7 +6277,6 @@ def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR
         trained = [r is not None for r in records]
         rows.append({"experiment": name, "runs": len(cfgs), "trained": sum(trained)})
         rows[-1] |= {"copy runs": sum(c for c, d in zip(cost, trained) if d)}
-        rows[-1] |= {"copy runs not yet trained": sum(c for c, d in zip(cost, trained) if not d)}
         rows[-1] |= {"wall (h)": sum(r["wall_time_s"] for r in records if r) / 3600}
         rows[-1] |= {"resumed": sum(bool(r and r.get("resumed_from_step")) for r in records)}
     table = pd.DataFrame(rows).set_index("experiment")
@@ -6287,14 +6286,15 @@ def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR
 
 def resumed_wall_missing(results_dir: str | Path = SCRATCHPAD_DIR) -> pd.DataFrame:
     """The runs that resumed from a checkpoint: from which step, the wall time their record holds
-    (hours, the steps after it), and an estimate of the hours before it, at the run's own recorded
-    training speed (wall time per step after resuming, times the steps before)."""
+    (hours: the steps after it and the evaluation), and an estimate of the hours before it, at the
+    run's own recorded training speed (training time per step after resuming, times the steps
+    before)."""
     rows = []
     for path in sorted((Path(results_dir) / "runs").glob("*.json")):
         rec = read_record(path)
         start, steps = rec.get("resumed_from_step") or 0, rec["config"]["steps"]
         if start:
-            per_step = rec["wall_time_s"] / (steps - start)
+            per_step = rec["train_time_s"] / (steps - start)
             rows.append({"run": rec["name"], "resumed from step": start, "steps": steps})
             rows[-1] |= {
                 "wall recorded (h)": rec["wall_time_s"] / 3600,
@@ -6791,8 +6791,10 @@ def _records_read_as(scoring, column: str, cfgs: Iterable[RunConfig], results_di
         source = record_path(results_dir, cfg)
         mine = scoring[(scoring["task"] == key(cfg)) & (scoring["encoding"] == cfg.encoding)]
         mine = mine[mine["seed"] == cfg.seed]
-        if not source.exists() or not len(mine):
+        if not source.exists():
             continue
+        if not len(mine):
+            raise ValueError(f"{cfg.name} is trained but has no scoring rows: recompute the scoring table first")
         rec = read_record(source)
         rec["exact_match"] = rec["exact_match"] | {str(int(n)): float(v) for n, v in zip(mine["n"], mine[column])}
         target = record_path(into, cfg)
@@ -7091,9 +7093,9 @@ def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, Run
     study = addition_study()
     stages = [("pilot", c) for c in addition_pilot()] + [("seeds", c) for c in study[:3]]
     stages += [("ablation", c) for c in study[3:]]
-    ablation = structured_steps_ablation()
-    stages += [("structured pilot", c) for c in structured_pilot()]
-    stages += [("structured seeds", c) for c in structured_study()[len(structured_pilot()) : -len(ablation)]]
+    structured, pilot, ablation = structured_study(), structured_pilot(), structured_steps_ablation()
+    stages += [("structured pilot", c) for c in pilot]
+    stages += [("structured seeds", c) for c in structured[len(pilot) : len(structured) - len(ablation)]]
     stages += [("structured ablation", c) for c in ablation]
     for stage, cfg in stages:
         if cfg.hash in seen:

@@ -458,7 +458,7 @@ with pd.option_context("display.max_colwidth", None):
 #   zero padding are in its training distribution (at 1-8 digits); the carry families are not
 #   drawn for.
 # - Compute not counted above: the evaluation at every size to 64 (part of each run's wall time),
-#   the structured families' scoring (to 128 digits, and of the earlier runs from their weights),
+#   the structured families' scoring (to 128 digits, from each run's saved weights),
 #   and one T5 run at batch 256 stopped at step 500 of 5,000 when the higher learning rate
 #   learned. The best configuration's seed 0 is counted with the pilot, where it was first run.
 # - The positions depend on the prompt's size and the decoding step only, never on the answer

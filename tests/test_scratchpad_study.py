@@ -258,11 +258,13 @@ def test_the_papers_parser_reads_words_signs_and_lists_and_never_counts_an_unrea
         "parity", {"scratchpad": "o"}, "even", {"out 0 thus even": True, "out 0 thus odd": False, "out 0 thus": False}
     )
     check("parity", {"scratchpad": "o"}, "odd", {"out 1 thus odd thus even": True, "out 1 # out 0": False})
-    # polynomial's answer may be negative: the sign is read, a leading zero forgiven
-    poly = {"out 8 thus - 0 8": True, "out 8 thus 8": False, "out 8 thus - 8 0": False}
-    check("polynomial", {"scratchpad": "o"}, "- 8", poly)
-    # sorting's answer is a list, one number a token
-    check("sorting", {"scratchpad": "o"}, "4 13 19", {"out 4 thus 4 13 19": True, "out 4 thus 4 19 13": False}, True)
+    # polynomial's answer is a digit (the value mod 10); its steps may be negative: a sign is read,
+    # a leading zero forgiven
+    poly = {"out - 2 thus 0 8": True, "out - 2 thus - 8": False, "out - 2 thus 8 0": False}
+    check("polynomial", {"scratchpad": "o"}, "8", poly)
+    # sorting's answer is a list, one number a token: the same digits split otherwise are wrong
+    lists = {"out 4 thus 4 13 19": True, "out 4 thus 4 19 13": False, "out 4 thus 4 1 3 19": False}
+    check("sorting", {"scratchpad": "o"}, "4 13 19", lists, True)
 
 
 def test_the_other_experiments_verdicts_under_each_reading(tmp_path):
@@ -302,15 +304,19 @@ def test_the_other_experiments_verdicts_under_each_reading(tmp_path):
     assert table["differs from the records"].tolist() == [True, True, True]
     assert len(table) == 3  # untrained runs are left out
     assert L.read_record(L.record_path(pad, o))["exact_match"]["9"] == 0.1  # the records are left as they were
+    with pytest.raises(ValueError, match="no scoring rows"):  # a trained run the scoring table lacks
+        L.other_scoring_verdicts(parts[0], exp1, pad, ctl)
 
 
 def test_resumed_runs_are_estimated_at_their_own_speed(tmp_path):
     cfg = L.scratchpad_run("addition", "o")
-    write_record(tmp_path, cfg, {"1": 1.0}, {"resumed_from_step": cfg.steps // 4, "wall_time_s": 3600.0})
+    timed = {"resumed_from_step": cfg.steps // 4, "wall_time_s": 4500.0, "train_time_s": 3600.0}  # + evaluation
+    write_record(tmp_path, cfg, {"1": 1.0}, timed)
     write_record(tmp_path, L.scratchpad_run("addition", "co"), {"1": 1.0}, {"wall_time_s": 60.0})
     table = L.resumed_wall_missing(tmp_path)
     assert list(table.index) == [cfg.name]  # the run trained straight through is not listed
-    assert table.loc[cfg.name, "before, estimated (h)"] == pytest.approx(1 / 3)  # a quarter of the steps
+    assert table.loc[cfg.name, "before, estimated (h)"] == pytest.approx(1 / 3)  # a quarter of the steps' training
+    assert table.loc[cfg.name, "wall recorded (h)"] == pytest.approx(1.25)
 
 
 @pytest.mark.parametrize("encoding", ["nope", "learned"])
@@ -322,6 +328,7 @@ def test_scoring_gives_twice_the_target_within_the_positions_a_model_represents(
     rooms = []
 
     def nothing(model, prompt, max_new_tokens, **kw):  # writes EOS at once: every sum wrong
+        L._check_generation(model, prompt, max_new_tokens, True, None)  # a room generate accepts
         rooms.append((prompt.shape[1], max_new_tokens))
         return torch.cat([prompt, torch.full((prompt.shape[0], 1), L.EOS)], dim=1)
 
@@ -353,6 +360,16 @@ def test_step_overrun_counts_the_steps_written_past_the_target(monkeypatch):
     assert row["more steps than the target"] == 1.0 and row["fewest extra"] == row["most extra"] == 1
     assert row["stops within the records' room"] == 0.0  # three tokens more than the longest target
 
+    def the_target(model, prompt, max_new_tokens, **kw):  # every row: its target, EOS last in the room
+        rows = [r[: r.index(L.EOS) + 1] for r in batch.tokens[:, prompt.shape[1] :].tolist()]
+        assert all(len(r) == task.answer_length(6) + 1 for r in rows)  # EOS on the records' room's last token
+        return torch.cat([prompt, torch.tensor(rows)], dim=1)
+
+    monkeypatch.setattr(L, "generate", the_target)
+    row = L.step_overrun(model, task, [6], count=8, seed=7).loc[6]
+    assert row["more steps than the target"] == 0.0 and row["most extra"] == 0
+    assert row["stops within the records' room"] == 1.0
+
 
 def test_the_compute_table_counts_trained_runs_and_those_resumed(tmp_path, monkeypatch):
     monkeypatch.setattr(L, "run_compute_flops", lambda cfg, sample_steps: 2.0)  # every run: 2 copy runs
@@ -361,6 +378,6 @@ def test_the_compute_table_counts_trained_runs_and_those_resumed(tmp_path, monke
     write_record(tmp_path, pilot[1], {"1": 1.0}, {"wall_time_s": 1800.0})
     table = L.scratchpad_compute(1.0, tmp_path)
     row = table.loc["pilot"]
-    assert (row["trained"], row["copy runs"], row["copy runs not yet trained"]) == (2, 4.0, 2.0 * (len(pilot) - 2))
+    assert (row["runs"], row["trained"], row["copy runs"]) == (len(pilot), 2, 4.0)  # the trained runs' cost
     assert (row["wall (h)"], row["resumed"]) == (1.5, 1)
     assert table.loc["total", "trained"] == 2 and table.loc["total", "resumed"] == 1
