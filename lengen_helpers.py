@@ -6802,7 +6802,19 @@ def _records_read_as(scoring, column: str, cfgs: Iterable[RunConfig], results_di
         _atomic_json(target, rec)
 
 
-OTHER_READINGS = ("ours, as recorded", "ours, more room", "paper's parser")
+# each reading of experiments 2 and 3, and the scoring table's column it reads (None: the records)
+OTHER_READINGS = {"ours, as recorded": None, "ours, more room": "ours", "paper's parser": "paper's parser"}
+
+
+def scoring_ood(scoring, cfg: RunConfig, column: str = "ours") -> float:
+    """A run's out-of-distribution exact match (%) by one reading of `scoring` (`scoring_table`,
+    `other_scoring_table`: rows named by the task, or by its key where formats share a task),
+    pooled over its sizes past training as its records are pooled."""
+    mine = scoring[scoring["task"].isin([cfg.task, cfg.make_task().key]) & (scoring["encoding"] == cfg.encoding)]
+    mine = mine[mine["seed"] == cfg.seed]
+    sizes = sorted(int(n) for n in mine["n"] if n > cfg.train_max_len)
+    em = {str(int(n)): v for n, v in zip(mine["n"], mine[column])}
+    return 100 * _pooled(em, sizes, cfg.make_task().size_weights(sizes), cfg.eval_per_length)[0]
 
 
 def other_scoring_verdicts(
@@ -6821,10 +6833,9 @@ def other_scoring_verdicts(
     reference = scratchpad_run("addition", "o")
     tasks, formats = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        for i, reading in enumerate(OTHER_READINGS):
-            folder = results_dir if i == 0 else Path(tmp) / str(i)
-            if i:
-                column = "ours" if reading == "ours, more room" else reading
+        for i, (reading, column) in enumerate(OTHER_READINGS.items()):
+            folder = results_dir if column is None else Path(tmp) / str(i)
+            if column is not None:
                 cfgs = [*scratchpad_tasks(), *scratchpad_components()]
                 _records_read_as(scoring, column, cfgs, results_dir, folder, lambda c: c.make_task().key)
                 _records_read_as(scoring_exp1, column, [reference], results_dir, folder, lambda c: c.task)
@@ -6832,13 +6843,14 @@ def other_scoring_verdicts(
                 ["task", "format", "encoding", "seed"]
             )
             formats[reading] = scratchpad_format_table(folder, control_dir)
+    recorded = next(iter(OTHER_READINGS))
     rows = []
-    for (t, f, e, s), v in tasks[OTHER_READINGS[0]]["verdict"].items():
+    for (t, f, e, s), v in tasks[recorded]["verdict"].items():
         if v != "not trained yet":
             row = {"experiment": 2, "run": f"{t} {f} {label(e)} s{s}"}
             rows.append(row | {r: tasks[r].loc[(t, f, e, s), "verdict"] for r in OTHER_READINGS})
     for f in SCRATCHPAD_COMPONENTS:
-        if formats[OTHER_READINGS[0]].loc[f, "trained"]:
+        if formats[recorded].loc[f, "trained"]:
             words = {r: "differs from o" if t.loc[f, "differs from o"] else "same as o" for r, t in formats.items()}
             rows.append({"experiment": 3, "run": f"addition {f} NoPE s0"} | words)
     table = pd.DataFrame(rows)

@@ -381,3 +381,12 @@ def test_the_compute_table_counts_trained_runs_and_those_resumed(tmp_path, monke
     assert (row["runs"], row["trained"], row["copy runs"]) == (len(pilot), 2, 4.0)  # the trained runs' cost
     assert (row["wall (h)"], row["resumed"]) == (1.5, 1)
     assert table.loc["total", "trained"] == 2 and table.loc["total", "resumed"] == 1
+
+
+def test_scoring_ood_pools_one_reading_as_the_records_are_pooled():
+    cfg = L.scratchpad_run("addition", "o")
+    rows = pd.DataFrame({"n": range(1, 17)}).assign(task="addition", encoding=cfg.encoding, seed=cfg.seed)
+    scoring = rows.assign(ours=[1.0 if n <= 8 else 0.5 * (n == 9) for n in range(1, 17)], **{"paper's parser": 1.0})
+    w = [2 * n - 1 for n in range(9, 17)]  # the paper's test pairs of digit counts whose larger is n
+    assert L.scoring_ood(scoring, cfg) == pytest.approx(100 * 0.5 * w[0] / sum(w))
+    assert L.scoring_ood(scoring, cfg, "paper's parser") == pytest.approx(100.0)
