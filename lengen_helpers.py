@@ -6263,6 +6263,31 @@ register_experiment("scratchpad-tasks", scratchpad_tasks, "scratchpads", "10_scr
 register_experiment("scratchpad-components", scratchpad_components, "scratchpads", "10_scratchpads")
 
 
+# Experiment 1, second round: addition's learning rate (2e-3) was chosen for the answer alone, and
+# at it every RoPE run with the step outputs stayed on a plateau. The round trains both arms again
+# at 1e-3 on the paper's five encodings, pair by pair, both arms in this chapter's folder (the
+# answer alone at 1e-3 is the ten-task pilot's deep shape at its default rate: the same config).
+SCRATCHPAD_SECOND_LR = 1e-3
+PAPER_ENCODINGS = ("nope", "sinusoidal", "rope", "alibi", "t5")
+
+
+def scratchpad_second_round(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
+    """Experiment 1 at lr 1e-3: for each seed and each of the paper's five encodings, the step
+    outputs ("o"), then its control (the answer alone), on addition's chosen model and steps."""
+    shape, changed = CHOSEN_SHAPES["addition"]
+    settings = {**PILOT_SHAPES[shape], **changed, "lr": SCRATCHPAD_SECOND_LR}
+    runs = []
+    for seed in seeds:
+        for enc in PAPER_ENCODINGS:
+            steps = {"format": "paper", "scratchpad": "o"}
+            runs += paper_split_runs("addition", [enc], [seed], eval_max_len=16, task_options=steps, **settings)
+            runs += paper_split_runs("addition", [enc], [seed], task_options={"format": "paper"}, **settings)
+    return runs
+
+
+register_experiment("scratchpad-second-round", scratchpad_second_round, "scratchpads", "10_scratchpads")
+
+
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
     """Per experiment (the pilot, then 1-3): runs, runs trained, the copy runs of those trained,
     wall time (hours, this machine's, with other training beside it, as the records time it), and
