@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 from matplotlib.colors import to_rgba
+from matplotlib.patches import Patch
 from support import curve, fake_record, tool
 
 import lengen_helpers as L
@@ -326,12 +327,13 @@ def test_the_commonest_answer_share_is_chance_where_answers_are_few():
     assert L.task_title("copy") == "copy" and L.task_title("addition.lsd") == "addition (answer reversed)"
 
 
-def test_plot_mrr_legend_swatch_is_neutral_beside_the_papers_marker():
+def test_plot_mrr_legend_names_the_marks_not_a_bar_colour():
     units = pd.DataFrame({"nope": [1.0, 0.5], "rope": [0.5, 1.0]})
-    fig = L.plot_mrr(units, {"nope": 0.7})
+    fig = L.plot_mrr(units, {"nope": 0.7}, paper_label="the paper's own runs (ten tasks)")
     legend = fig.axes[0].get_legend()
-    assert [t.get_text().split(",")[0] for t in legend.get_texts()] == ["paper", "ours"]
-    assert to_rgba(legend.legend_handles[1].get_facecolor()) == to_rgba("lightgray")
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts == ["the paper's own runs (ten tasks)", "ours: 95% interval (2 bootstrap units)"]
+    assert not any(isinstance(h, Patch) for h in legend.legend_handles)  # no swatch standing for every colour
     plt.close(fig)
 
 
@@ -426,3 +428,18 @@ def test_figures_of_layers_heads_and_constructions_take_no_encodings_colour():
     zero_head = [line for line in first.axes[0].get_lines() if line.get_label() == "head 1"][0]
     assert min(zero_head.get_ydata()) == L.BOS_FLOOR  # a weight of 0 is drawn at the floor, not lost
     plt.close("all")
+
+
+def test_plot_by_length_labels_each_panel_with_its_own_unit():
+    rows = [
+        {"task": t, "encoding": "nope", "seed": 0, "n": n, "exact_match": 1.0}
+        for t in ("copy", "parity")
+        for n in (1, 2)
+    ]
+    df = pd.DataFrame(rows)
+    fig = L.plot_by_length(
+        df, "exact_match", "exact match", "t", xlabel={t: L.size_label(t) for t in ("copy", "parity")}
+    )
+    assert [ax.get_xlabel() for ax in fig.axes] == ["size n (symbols)", "size n (bits)"]
+    assert L.size_label("addition.paper") == "size n (digits)" and L.size_label("pcfg") == "size n (function calls)"
+    plt.close(fig)

@@ -234,6 +234,35 @@ def test_pairwise_evidence_states_only_what_every_test_supports():
     assert not one["stated"].any()
 
 
+def test_holm_adjusted_p_values_by_hand():
+    # sorted 0.01, 0.02, 0.04 of three: times 3, 2, 1 -> 0.03, 0.04, 0.04 (kept at least the one before)
+    assert L.holm_adjusted([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert L.holm_adjusted([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert L.holm_adjusted([0.03]) == pytest.approx([0.03])  # one test: nothing to correct
+
+
+def test_orderings_are_corrected_for_the_number_of_pairs_tested():
+    """Planted: four encodings above ALiBi and T5 on every task of 8 (each of those 8 pairs wins
+    8 of 8, sign-flip p 1/256), in a random order among themselves; ALiBi just above T5 on seven
+    tasks and just below on the eighth, by the same margin (p = 9/256, which one test at 0.10
+    would state). Over the 15 pairs, Holm keeps the 8 and drops ALiBi > T5."""
+    rng = np.random.default_rng(0)
+    top = ["nope", "rope", "sinusoidal", "learned"]
+    table = {}
+    for t in range(8):
+        for seed in range(3):
+            row = dict(zip(top, 1 + rng.random(len(top))))
+            table[f"t{t}", seed] = row | ({"alibi": 0.5, "t5": 0.4} if t < 7 else {"alibi": 0.4, "t5": 0.5})
+    ev = L.pairwise_evidence(scores(table), n_boot=2000, n_pairings=20)
+    assert len(ev) == 15
+    above = ev.loc[[f"{L.label(a)} > {L.label(b)}" for a in top for b in ("alibi", "t5")]]
+    assert (above["tasks won"] == "8 of 8").all() and above["stated"].all()
+    planted = ev.loc["ALiBi > T5 bias"]
+    assert planted["tasks won"] == "7 of 8" and planted["sign-flip p"] == pytest.approx(9 / 256)
+    assert planted["bootstrap"] >= 0.9  # a single test at 0.10 would state it
+    assert planted["sign-flip p (Holm)"] > L.FAMILY_ALPHA and not planted["stated"]
+
+
 def test_the_decomposition_runs_from_the_study_s_statistic_to_the_paper_s():
     rows = []
     for task, n in (("copy", 20), ("sorting", 12)):
@@ -304,3 +333,11 @@ def test_seed_order_writes_the_mean_order_with_a_mark_per_neighbouring_pair():
         {("copy", k): {"nope": 0.9, "t5": [0.5, 0.6, 0.95][k], "rope": [0.1, 0.2, 0.3][k]} for k in range(3)}
     )  # t5's mean 0.683 < nope's 0.9; nope ahead in 2 seeds; t5 ahead of rope in all
     assert L.seed_order(s, "copy") == "NoPE ~ T5 bias > RoPE"
+
+
+def test_with_blanks_prints_a_dash_where_a_table_has_nothing():
+    table = pd.DataFrame({"a": [1.5, np.nan], "b": [np.nan, 2.0]}, index=["x", "y"])
+    shown = L.with_blanks(table)
+    assert shown.loc["x", "a"] == 1.5 and shown.loc["y", "b"] == 2.0
+    assert shown.loc["x", "b"] == "—" and shown.loc["y", "a"] == "—"
+    assert "NaN" not in shown.to_string() and L.with_blanks(table, "none").loc["x", "b"] == "none"
