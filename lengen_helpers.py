@@ -2927,8 +2927,19 @@ def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: boo
 
 def with_blanks(table, blank: str = "—"):
     """`table` for reading: a cell with nothing to show (NaN: no such pair, size or figure) prints
-    as `blank` instead of NaN; every other cell is unchanged."""
-    return table.astype(object).where(table.notna(), blank)
+    as `blank` instead of NaN. A float column keeps one number of decimals for all its cells, the
+    most any of them needs (round the table first), as pandas prints a float column."""
+
+    def decimals(x: float) -> int:
+        text = repr(float(x))
+        return 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
+
+    out = table.astype(object).where(table.notna(), blank)
+    for j, (_, col) in enumerate(table.items()):
+        if pd.api.types.is_float_dtype(col) and col.notna().any():
+            d = max(1, min(6, max(decimals(v) for v in col.dropna())))
+            out.iloc[:, j] = [blank if pd.isna(v) else f"{v:.{d}f}" for v in col]
+    return out
 
 
 def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):
@@ -3018,7 +3029,7 @@ def plot_mrr(
     )
     # the bars are named by their ticks; the legend names the marks drawn on them
     whisker = Line2D([], [], color="black", marker="_", markersize=10, linestyle="-", linewidth=1)
-    handles, labels = [whisker], [f"ours: 95% interval ({resampled})"]
+    handles, labels = [whisker], [f"ours: the bar, whiskers its 95% interval ({resampled})"]
     if paper:
         known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
         ax.scatter([i for i, _ in known], [v for _, v in known], color="black", marker="D", zorder=3)
@@ -7569,6 +7580,102 @@ def family_errors(model: DecoderOnlyLM, task: Task, n: int, family: str, count: 
         rows.append((names[int(batch.targets[i, t])], names[int(predicted[i, t])]))
     df = pd.DataFrame(rows, columns=["should be", "writes"])
     return df.value_counts().rename("sums").reset_index()
+
+
+# The carry rule, column by column. Under teacher forcing each answer digit is the model's decision
+# for one column given the true digits before it: the column's own two digits decide whether it
+# makes a carry (they sum to 10 or more), passes one on (exactly 9: its digit and its carry out
+# hang on the carry in) or stops it (8 or less); the carry in is the column below's carry out.
+# A sum is right only if every column is, so a small error on one kind compounds on sums made of it.
+COLUMN_KINDS = ("makes a carry", "passes it on", "stops it", "the top digit")
+
+
+class DrawnSums(Addition):
+    """Addition whose operands `draw(n, count, generator) -> (a, b)` draws (each (B, n) digits,
+    most significant first), both written with n digits; its evaluation prompts are keyed by
+    `name`."""
+
+    def __init__(self, name: str, draw: Callable[[int, int, torch.Generator], tuple[Tensor, Tensor]], **options: str):
+        super().__init__(**options)
+        if self.format["format"] != "equal":
+            raise ValueError("drawn sums write both operands with n digits: addition format 'equal' only")
+        self.sums_name, self.draw = name, draw
+
+    @property
+    def prompt_key(self) -> str:
+        return f"{self.key}/{self.sums_name}"
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        return self.write(*self.draw(n, batch_size, generator))
+
+
+def digits_from(values: Sequence[int]) -> Callable[[int, int, torch.Generator], tuple[Tensor, Tensor]]:
+    """A draw whose every digit of both operands is uniform over `values` (e.g. (0, 9))."""
+    if not values or any(not 0 <= v <= 9 for v in values):
+        raise ValueError(f"digit values must be a non-empty set within 0-9; got {list(values)}")
+    pool = torch.tensor(sorted(set(values)))
+
+    def draw(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+        return pool[_uniform(0, len(pool) - 1, (count, n), g)], pool[_uniform(0, len(pool) - 1, (count, n), g)]
+
+    return draw
+
+
+def column_kinds(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """Per sum and answer column, units first ((B, n + 1), the last the top digit, the carry out):
+    the column's kind (an index into `COLUMN_KINDS`) and its carry in (0 or 1)."""
+    total = (a + b).flip(1)  # units first
+    kind = torch.where(total >= 10, 0, torch.where(total == 9, 1, 2))
+    carry, carry_in = torch.zeros(len(a), dtype=torch.long), []
+    for i in range(a.shape[1]):
+        carry_in.append(carry)
+        carry = (total[:, i] + carry) // 10
+    carry_in.append(carry)
+    top = torch.full((len(a), 1), COLUMN_KINDS.index("the top digit"))
+    return torch.cat([kind, top], dim=1), torch.stack(carry_in, dim=1)
+
+
+def column_decisions(model: DecoderOnlyLM, task: Task, n: int, sums: DrawnSums, count: int = 256, seed: int = 1234):
+    """Each answer digit of `count` sums of size n as a row: the sum, its column (0 = units), the
+    column's kind and carry in, the kind of the column below (none for the units), and whether
+    the model's digit is right given the true answer before it (teacher-forced, as greedy
+    decoding meets it until its first error). `sums` draws the operands in `task`'s format."""
+    if task.name != "addition" or task.format["format"] != "equal":
+        raise ValueError(f"column decisions are read from equal-format addition; the task is {task.key!r}")
+    batch = evaluation_batch(sums, n, count, seed, model.config)
+    a, b = batch.tokens[:, 1 : n + 1] - N_SPECIAL, batch.tokens[:, n + 2 : 2 * n + 2] - N_SPECIAL
+    with evaluating(model), torch.no_grad():
+        predicted = model(batch.inputs, positions=batch.positions[:, :-1]).argmax(-1)
+    queries = torch.arange(2 * n + 2, 2 * n + 2 + n + 1)  # SEP and the answer's digits predict the n + 1 digits
+    right = (predicted[:, queries] == batch.targets[:, queries]).long()
+    if task.format["answer"] != "lsd":
+        right = right.flip(1)  # written most significant first: units last
+    kind, carry_in = column_kinds(a, b)
+    below = torch.cat([torch.full((count, 1), -1), kind[:, :-1]], dim=1)
+    column = torch.arange(n + 1).expand(count, -1)
+    rows = torch.arange(count)[:, None].expand(-1, n + 1)
+    names = np.array([*COLUMN_KINDS, "none (units)"])
+    return pd.DataFrame(
+        {
+            "sum": rows.flatten().numpy(),
+            "column": column.flatten().numpy(),
+            "kind": names[kind.flatten().numpy()],
+            "carry in": carry_in.flatten().numpy(),
+            "below": names[below.flatten().numpy()],
+            "right": right.flatten().numpy().astype(bool),
+        }
+    )
+
+
+def column_error_table(decisions: Mapping[str, Any], by: Sequence[str] = ("kind", "carry in")):
+    """Per kind of column (`by`: columns of `column_decisions`), for each named frame of
+    decisions (e.g. one per seed): the share of its digits wrong (%) and how many digits there
+    are, as one table: rows the kinds, columns (name, "wrong (%)") and (name, "digits")."""
+    parts = {}
+    for name, d in decisions.items():
+        g = d.groupby(list(by))["right"]
+        parts[name] = pd.DataFrame({"wrong (%)": 100 * (1 - g.mean()), "digits": g.size()})
+    return pd.concat(parts, axis=1)
 
 
 # The best configuration was scored on random sums; on the families above it fails (notebook 11),

@@ -332,7 +332,7 @@ def test_plot_mrr_legend_names_the_marks_not_a_bar_colour():
     fig = L.plot_mrr(units, {"nope": 0.7}, paper_label="the paper's own runs (ten tasks)")
     legend = fig.axes[0].get_legend()
     texts = [t.get_text() for t in legend.get_texts()]
-    assert texts == ["the paper's own runs (ten tasks)", "ours: 95% interval (2 bootstrap units)"]
+    assert texts == ["the paper's own runs (ten tasks)", "ours: the bar, whiskers its 95% interval (2 bootstrap units)"]
     assert not any(isinstance(h, Patch) for h in legend.legend_handles)  # no swatch standing for every colour
     plt.close(fig)
 

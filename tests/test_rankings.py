@@ -338,6 +338,8 @@ def test_seed_order_writes_the_mean_order_with_a_mark_per_neighbouring_pair():
 def test_with_blanks_prints_a_dash_where_a_table_has_nothing():
     table = pd.DataFrame({"a": [1.5, np.nan], "b": [np.nan, 2.0]}, index=["x", "y"])
     shown = L.with_blanks(table)
-    assert shown.loc["x", "a"] == 1.5 and shown.loc["y", "b"] == 2.0
+    assert shown.loc["x", "a"] == "1.5" and shown.loc["y", "b"] == "2.0"
     assert shown.loc["x", "b"] == "—" and shown.loc["y", "a"] == "—"
     assert "NaN" not in shown.to_string() and L.with_blanks(table, "none").loc["x", "b"] == "none"
+    # a column prints every cell with the decimals the most precise one needs, as pandas does
+    assert list(L.with_blanks(pd.DataFrame({"c": [0.51, 0.827, np.nan]}))["c"]) == ["0.510", "0.827", "—"]

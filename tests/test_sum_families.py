@@ -328,3 +328,47 @@ def test_the_steps_ablation_is_the_second_choice_at_the_first_choices_steps(tmp_
     stages = {cfg.hash: stage for stage, cfg, _ in L.addition_runs(tmp_path)}
     assert [stages[c.hash] for c in ablation] == ["structured ablation"] * 2
     assert stages[seed0.hash] == "structured pilot"
+
+
+def test_column_kinds_by_hand():
+    # 905 + 095 (most significant first): units 5 + 5 = 10 makes a carry; tens 0 + 9 = 9 passes it
+    # on with a carry in; hundreds 9 + 0 likewise; the top digit is the carry out, 1
+    kind, carry_in = L.column_kinds(torch.tensor([[9, 0, 5]]), torch.tensor([[0, 9, 5]]))
+    names = [L.COLUMN_KINDS[k] for k in kind[0].tolist()]
+    assert names == ["makes a carry", "passes it on", "passes it on", "the top digit"]
+    assert carry_in[0].tolist() == [0, 1, 1, 1]
+    kind, carry_in = L.column_kinds(torch.tensor([[1, 4]]), torch.tensor([[0, 4]]))  # 14 + 04: no carry
+    assert [L.COLUMN_KINDS[k] for k in kind[0].tolist()] == ["stops it", "stops it", "the top digit"]
+    assert carry_in[0].tolist() == [0, 0, 0]
+
+
+def test_digits_from_draws_only_its_values_and_refuses_others():
+    a, b = L.digits_from((0, 9))(12, 50, torch.Generator().manual_seed(0))
+    assert set(torch.cat([a, b]).flatten().tolist()) == {0, 9}
+    with pytest.raises(ValueError, match="within 0-9"):
+        L.digits_from((3, 10))
+    with pytest.raises(ValueError, match="format 'equal' only"):
+        L.DrawnSums("x", L.digits_from((1,)), format="paper")
+
+
+@pytest.mark.parametrize("answer", ["lsd", "msd"])
+def test_column_decisions_read_each_digit_of_its_own_column(answer):
+    """Each row's column is checked against the written answer: the digit the task writes for
+    that column is (its two digits + its carry in) mod 10, so the operands, the columns and the
+    carries are read where they are."""
+    task = L.get_task("addition", {"format": "equal", "answer": answer})
+    sums_task = L.DrawnSums("digits 0 and 9", L.digits_from((0, 9)), **task.format)
+    model = L.DecoderOnlyLM(L.ModelConfig(encoding="nope", n_layers=1, d_model=16, n_heads=2, d_ff=32), task.vocab_size)
+    n, count = 6, 32
+    d = L.column_decisions(model, task, n, sums_task, count=count, seed=3)
+    assert len(d) == count * (n + 1) and set(d["kind"]) <= set(L.COLUMN_KINDS)
+    batch = L.evaluation_batch(sums_task, n, count, 3)
+    a, b = batch.tokens[:, 1 : n + 1] - L.N_SPECIAL, batch.tokens[:, n + 2 : 2 * n + 2] - L.N_SPECIAL
+    written = batch.tokens[:, 2 * n + 3 : 3 * n + 4] - L.N_SPECIAL  # after BOS, a, +, b and SEP
+    units_first = written if answer == "lsd" else written.flip(1)
+    padded = torch.cat([(a + b).flip(1), torch.zeros(count, 1, dtype=torch.long)], dim=1)
+    for _, r in d.sample(40, random_state=0).iterrows():
+        total = int(padded[r["sum"], r["column"]]) + r["carry in"]
+        assert int(units_first[r["sum"], r["column"]]) == total % 10
+    table = L.column_error_table({"s0": d})
+    assert table[("s0", "digits")].sum() == len(d) and table[("s0", "wrong (%)")].between(0, 100).all()
