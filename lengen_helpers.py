@@ -6615,6 +6615,141 @@ def scratchpad_claims(effect, task_effect, formats, seeds: int = 3):
     return pd.DataFrame(rows).set_index("claim")
 
 
+# Experiment 1 at both learning rates, judged from its seeds: a pair is compared only where both
+# arms learn addition in distribution (at least 90%); an effect is the spread of the compared
+# pairs' differences over seeds (per encoding), and across encodings an exact sign-flip test over
+# every compared pair (one-sided, at most `SCRATCHPAD_ALPHA`). A claim holds here only where both
+# agree. Test sampling (the standard error of one run's 256 sums a size) is shown, not judged.
+SCRATCHPAD_ALPHA = 0.05
+
+
+def scratchpad_rates() -> tuple[float, float]:
+    """Experiment 1's learning rates: addition's chosen one (its controls are notebook 07's grid)
+    and the lower one (both arms trained in this chapter's folder)."""
+    return CHOSEN_SHAPES["addition"][1]["lr"], SCRATCHPAD_SECOND_LR
+
+
+def rate_pairs(lr: float, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR):
+    """(scratchpad run, control run, their records or None) of experiment 1 at learning rate `lr`,
+    seed-major, encodings in the order trained."""
+    chosen, lower = scratchpad_rates()
+    if lr == chosen:
+        return scratchpad_pairs(results_dir, control_dir)
+    if lr != lower:
+        raise ValueError(f"experiment 1 was trained at learning rates {chosen:g} and {lower:g}; got {lr:g}")
+    runs, out = scratchpad_lower_lr(), []
+    for cfg, control in zip(runs[0::2], runs[1::2]):
+        paths = record_path(Path(results_dir), cfg), record_path(Path(results_dir), control)
+        out.append((cfg, control, *(read_record(p) if p.exists() else None for p in paths)))
+    return out
+
+
+def pair_status(row: Mapping[str, Any]) -> str:
+    """Whether an experiment 1 pair is compared: "compared" (both arms at least 90% in
+    distribution), else which arm did not learn addition."""
+    if row["learned with it"] and row["learned without it"]:
+        return "compared"
+    if row["learned with it"]:
+        return "control not learned"
+    return "scratchpad arm not learned" if row["learned without it"] else "neither learned"
+
+
+def rate_pair_table(
+    rates: Sequence[float] | None = None,
+    results_dir: str | Path = SCRATCHPAD_DIR,
+    control_dir: str | Path = RESULTS_DIR,
+    learned_bar: float = 0.9,
+):
+    """One row per pair of experiment 1 at each rate, trained or not: learning rate, the
+    `_effect_row` columns (in distribution and out of it, with and without the step outputs) and
+    the pair's status (`pair_status`, or "not trained yet")."""
+    rows = []
+    for lr in rates or scratchpad_rates():
+        for cfg, control, rec, ctl in rate_pairs(lr, results_dir, control_dir):
+            head = {"learning rate": lr}
+            if rec is None or ctl is None:
+                rows.append(head | {"encoding": cfg.encoding, "seed": cfg.seed, "status": "not trained yet"})
+                continue
+            row = head | _effect_row(cfg, control, rec, ctl, learned_bar)
+            rows.append(row | {"status": pair_status(row)})
+    columns = ["learning rate", *EFFECT_COLUMNS[:-2], "status"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def seed_effects(pairs, encodings: Sequence[str] = PAPER_ENCODINGS):
+    """Per encoding, from `rate_pair_table` rows of one learning rate: the pairs compared, their
+    out-of-distribution differences over seeds (points, with the step outputs minus without:
+    each seed's, the lowest and highest, and how many are above 0)."""
+    rows = []
+    for enc in encodings:
+        got = pairs[(pairs["encoding"] == enc) & (pairs["status"] == "compared")]
+        d = got["OOD difference (points)"]
+        row = {"encoding": label(enc), "pairs compared": len(got)}
+        row["differences by seed"] = ", ".join(f"s{s} {v:+.1f}" for s, v in zip(got["seed"], d)) or "none"
+        row |= {"lowest": d.min() if len(d) else float("nan"), "highest": d.max() if len(d) else float("nan")}
+        rows.append(row | {"above 0": f"{int((d > 0).sum())} of {len(d)}"})
+    return pd.DataFrame(rows).set_index("encoding")
+
+
+def claim_every_encoding(pairs, encodings: Sequence[str] = PAPER_ENCODINGS, alpha: float = SCRATCHPAD_ALPHA):
+    """The paper's claim that the step outputs help addition for every encoding, judged on the
+    compared pairs of `encodings` at one learning rate (`rate_pair_table` rows): "holds here" where
+    every encoding has a compared pair, each encoding's compared differences are all above 0, and
+    the exact sign-flip test over every compared pair gives p at most `alpha`; "does not hold here"
+    where an encoding's two or more compared pairs are all at or below 0, or the test in the other
+    direction gives p at most `alpha`; else "not distinguishable here". Returns (verdict, numbers)."""
+    compared = pairs[(pairs["status"] == "compared") & pairs["encoding"].isin(encodings)]
+    d = compared["OOD difference (points)"].to_numpy()
+    if not len(d):
+        return "not distinguishable here", "no pair compared"
+    p_up, p_down = sign_flip_p(d), sign_flip_p(-d)
+    per = {e: compared.loc[compared["encoding"] == e, "OOD difference (points)"] for e in encodings}
+    every = all(len(v) and (v > 0).all() for v in per.values())
+    against = [label(e) for e, v in per.items() if len(v) >= 2 and (v <= 0).all()]
+    numbers = (
+        f"{len(d)} pairs compared, {int((d > 0).sum())} above 0; sign-flip p {p_up:.3f} (helps), {p_down:.3f} (hurts)"
+    )
+    numbers += f"; all at or below 0: {', '.join(against)}" if against else ""
+    missing = [label(e) for e, v in per.items() if not len(v)]
+    numbers += f"; no pair compared: {', '.join(missing)}" if missing else ""
+    if every and p_up <= alpha:
+        return "holds here", numbers
+    if against or p_down <= alpha:
+        return "does not hold here", numbers
+    return "not distinguishable here", numbers
+
+
+def rate_loss_curves(
+    rates: Sequence[float] | None = None,
+    results_dir: str | Path = SCRATCHPAD_DIR,
+    control_dir: str | Path = RESULTS_DIR,
+):
+    """Long table of experiment 1's training losses at each rate: learning rate, arm ("step
+    outputs" or "answer alone"), encoding, seed, step and the mean loss per target token over the
+    steps up to it (each record's `loss_curve`)."""
+    rows = []
+    for lr in rates or scratchpad_rates():
+        for cfg, _, rec, ctl in rate_pairs(lr, results_dir, control_dir):
+            for arm, r in (("step outputs", rec), ("answer alone", ctl)):
+                if r is None:
+                    continue
+                curve = r["loss_curve"]
+                for i, loss in enumerate(curve["mean_loss"]):
+                    rows.append(
+                        {"learning rate": lr, "arm": arm, "encoding": cfg.encoding, "seed": cfg.seed}
+                        | {"step": (i + 1) * curve["every"], "loss": loss}
+                    )
+    return pd.DataFrame(rows, columns=["learning rate", "arm", "encoding", "seed", "step", "loss"])
+
+
+def plateau_exit(curves, level: float = 0.05):
+    """Per run of `rate_loss_curves`: the first step at which its loss is below `level` per token
+    (None where it never is), as a table: (learning rate, arm, encoding) rows, seeds as columns."""
+    below = curves[curves["loss"] < level].groupby(["learning rate", "arm", "encoding", "seed"])["step"].min()
+    runs = curves.groupby(["learning rate", "arm", "encoding", "seed"])["step"].max().rename("last")
+    return below.reindex(runs.index).unstack("seed")
+
+
 def scratchpad_curves(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, top: int = 16):
     """Long table of experiment 1 and its control: encoding, seed, scratchpad ("o" or "none"), n,
     exact match (0-1), and for the scratchpad runs the teacher-forced step accuracy and answer

@@ -390,3 +390,66 @@ def test_scoring_ood_pools_one_reading_as_the_records_are_pooled():
     w = [2 * n - 1 for n in range(9, 17)]  # the paper's test pairs of digit counts whose larger is n
     assert L.scoring_ood(scoring, cfg) == pytest.approx(100 * 0.5 * w[0] / sum(w))
     assert L.scoring_ood(scoring, cfg, "paper's parser") == pytest.approx(100.0)
+
+
+def test_the_lower_rate_pairs_each_step_output_run_with_its_answer_alone_run():
+    runs = L.scratchpad_lower_lr()
+    assert len(runs) == 30 and len({c.hash for c in runs}) == 30
+    for pad, plain in zip(runs[0::2], runs[1::2]):
+        assert pad.task_options["scratchpad"] == "o" and plain.task_options == {"format": "paper"}
+        assert (pad.encoding, pad.seed, pad.lr, pad.steps) == (plain.encoding, plain.seed, 1e-3, 10_000)
+        assert pad.encoding in L.PAPER_ENCODINGS
+    chosen, lower = L.scratchpad_rates()
+    assert (chosen, lower) == (2e-3, 1e-3) and len(L.rate_pairs(lower)) == 15
+    with pytest.raises(ValueError, match="learning rates 0.002 and 0.001"):
+        L.rate_pairs(3e-3)
+
+
+def pair_rows(rows):
+    """{(encoding, seed): (learned with, learned without, OOD difference)} -> `rate_pair_table` rows."""
+    out = []
+    for (enc, seed), (with_, without, d) in rows.items():
+        row = {"encoding": enc, "seed": seed, "learned with it": with_, "learned without it": without}
+        out.append(row | {"OOD difference (points)": d, "status": L.pair_status(row)})
+    return pd.DataFrame(out)
+
+
+def test_a_pair_is_compared_only_where_both_arms_learned():
+    row = {"learned with it": True, "learned without it": False}
+    assert L.pair_status(row) == "control not learned"
+    assert L.pair_status(row | {"learned without it": True}) == "compared"
+    assert L.pair_status({"learned with it": False, "learned without it": True}) == "scratchpad arm not learned"
+    assert L.pair_status({"learned with it": False, "learned without it": False}) == "neither learned"
+
+
+def test_the_claim_for_every_encoding_needs_every_encoding_and_the_sign_flip_test():
+    five = L.PAPER_ENCODINGS
+    helped = pair_rows({(e, s): (True, True, 1.0 + s) for e in five for s in range(3)})
+    verdict, numbers = L.claim_every_encoding(helped)
+    assert verdict == "holds here" and "15 pairs compared, 15 above 0" in numbers
+    effects = L.seed_effects(helped)
+    assert effects.loc["NoPE", "differences by seed"] == "s0 +1.0, s1 +2.0, s2 +3.0"
+    assert effects.loc["NoPE", "above 0"] == "3 of 3"
+    # a control not learned removes the pair; RoPE with none compared leaves the claim untested
+    missing = pair_rows({(e, s): (True, e != "rope", 1.0) for e in five for s in range(3)})
+    assert L.claim_every_encoding(missing)[0] == "not distinguishable here"
+    assert "no pair compared: RoPE" in L.claim_every_encoding(missing)[1]
+    # one encoding with every compared seed at or below 0 does not hold, whatever the others do
+    against = pair_rows({(e, s): (True, True, -1.0 if e == "alibi" else 2.0) for e in five for s in range(3)})
+    verdict, numbers = L.claim_every_encoding(against)
+    assert verdict == "does not hold here" and "all at or below 0: ALiBi" in numbers
+    # too few pairs for the sign-flip test: positive everywhere, but not distinguishable
+    few = pair_rows({(e, 0): (True, True, 1.0) for e in five[:2]} | {(e, 0): (False, True, 0.0) for e in five[2:]})
+    assert L.claim_every_encoding(few, encodings=five[:2])[0] == "not distinguishable here"  # p = 1/4
+
+
+def test_the_plateau_exit_is_the_first_step_below_the_level():
+    curves = pd.DataFrame(
+        [
+            {"learning rate": 1e-3, "arm": "step outputs", "encoding": "rope", "seed": s, "step": step, "loss": loss}
+            for s, losses in ((0, [0.3, 0.2, 0.04, 0.01]), (1, [0.3, 0.2, 0.2, 0.2]))
+            for step, loss in zip((100, 200, 300, 400), losses)
+        ]
+    )
+    exit_ = L.plateau_exit(curves)
+    assert exit_.loc[(1e-3, "step outputs", "rope"), 0] == 300 and pd.isna(exit_.loc[(1e-3, "step outputs", "rope"), 1])
