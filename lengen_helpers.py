@@ -4317,6 +4317,49 @@ def _register_second_pilot() -> None:
 _register_second_pilot()
 
 
+# The paper's own runs do not reach 95% in distribution on PCFG (its run records: the lowest of its
+# 15 runs on the split it ranks is 83.0% by the study's measure, the mean over the training sizes;
+# results/published/paper_in_distribution.csv). A task the paper ranks at that level joins the
+# ranking here when every one of its runs reaches the lowest of the paper's own runs on it. The
+# second pilot's 8-layer PCFG runs clear that bar at 10,000 steps (NoPE 85.1%, sinusoidal 89.9%), so
+# PCFG's grid is that model (`sweep --grid pcfg-deep`, seed-major: every encoding's seed 0 first).
+# LEGO's one run whose loss was still falling is the wide shape's: `sweep --grid lego-width`
+# trains it for 10,000 steps.
+PCFG_SHAPE: dict[str, Any] = {"n_layers": 8, "steps": 10_000}
+LEGO_WIDTH: dict[str, Any] = {**PILOT_SHAPES["wide"], "steps": 10_000}
+
+
+def paper_in_distribution(path: Path | None = None):
+    """The in-distribution exact match of the paper's own runs where its run records give it
+    (PCFG, SCAN): task, split, encoding ("all" for every run), runs, measure, lowest, median and
+    highest (fractions)."""
+    return pd.read_csv(path or PUBLISHED_DIR / "paper_in_distribution.csv", comment="#")
+
+
+def paper_level(task: str, split: str = "md_productivity", path: Path | None = None) -> float | None:
+    """The lowest in-distribution exact match of the paper's own runs on `task`, by the study's
+    measure (the mean over the training sizes), on the split the paper ranks; None where its
+    records give none."""
+    pub = paper_in_distribution(path)
+    rows = pub[(pub["task"] == task) & (pub["split"] == split) & (pub["encoding"] == "all")]
+    rows = rows[rows["measure"] == "mean over sizes"]
+    return float(rows["lowest"].iloc[0]) if len(rows) else None
+
+
+def pcfg_deep_runs(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
+    """PCFG's grid on the second pilot's 8-layer model: 6 encodings x 3 seeds, seed-major."""
+    return paper_split_runs("pcfg", seeds=seeds, **PCFG_SHAPE)
+
+
+def lego_width() -> list[RunConfig]:
+    """LEGO (the paper's format) on the wide shape for 10,000 steps: NoPE, then sinusoidal, seed 0."""
+    return paper_split_runs("lego", ["nope", "sinusoidal"], [0], task_options=PAPER_FORMAT["lego"], **LEGO_WIDTH)
+
+
+register_experiment("pcfg-deep", pcfg_deep_runs, ".", "07_paper_tasks")
+register_experiment("lego-width", lego_width, "pilots", "07_paper_tasks")
+
+
 def lego_chain_position(prompt: Tensor, n: int) -> int:
     """The queried variable's place in its chain (1 = the root, whose clause reads `= +1` or
     `= -1`), from a LEGO prompt of n clauses and its query, in either format: the hops from

@@ -98,3 +98,25 @@ def test_second_pilot_table_reads_each_record_and_marks_the_goal(tmp_path):
     assert table["layers"].tolist() == [12, 12, 8, 8]
     with pytest.raises(ValueError, match="valid choices"):
         L.second_pilot("scan")
+
+
+def test_pcfg_s_bar_is_the_lowest_of_the_papers_own_runs_by_the_study_s_measure(tmp_path):
+    assert L.paper_level("pcfg") == pytest.approx(0.830)
+    assert L.paper_level("scan") is None  # its records give it pooled only
+    table = tmp_path / "published.csv"
+    table.write_text(
+        "# a comment\ntask,split,encoding,runs,measure,lowest,median,highest\n"
+        "pcfg,md_productivity,all,15,mean over sizes,0.5,,0.9\npcfg,md_productivity,all,15,pooled,0.7,0.8,0.9\n"
+    )
+    assert L.paper_level("pcfg", path=table) == 0.5  # the study's measure, not the pooled one
+
+
+def test_the_pcfg_grid_holds_the_second_pilots_runs_and_lego_width_is_the_wide_shape_longer():
+    grid = L.pcfg_deep_runs()
+    assert len(grid) == 18 and [c.seed for c in grid[:6]] == [0] * 6  # every encoding's seed 0 first
+    assert {c.hash for c in L.second_pilot("pcfg")} <= {c.hash for c in grid}
+    assert all((c.model.n_layers, c.steps) == (8, 10_000) for c in grid)
+    lego = L.lego_width()
+    assert [c.encoding for c in lego] == ["nope", "sinusoidal"] and all(c.seed == 0 for c in lego)
+    assert all((c.model.n_layers, c.model.d_model, c.steps) == (4, 128, 10_000) for c in lego)
+    assert lego[0].task_options == {"format": "paper"}
