@@ -64,6 +64,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter
 from torch import Tensor, nn
 
@@ -7854,6 +7855,35 @@ def column_error_table(decisions: Mapping[str, Any], by: Sequence[str] = ("kind"
         g = d.groupby(list(by))["right"]
         parts[name] = pd.DataFrame({"wrong (%)": 100 * (1 - g.mean()), "digits": g.size()})
     return pd.concat(parts, axis=1)
+
+
+def plot_column_errors(tables: Mapping[str, Any], path: Path | None = None):
+    """One panel per kind of draw (`tables`: name -> `column_error_table` over seeds), bars of the
+    share of digits wrong (%) per kind of column and carry in, one bar per seed (the palette's
+    colours no encoding takes), on a log axis; a seed with no digit wrong is a cross at the floor."""
+    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.8), sharey=True, squeeze=False)
+    floor = 0.01
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        wrong = table.xs("wrong (%)", axis=1, level=1)
+        x = np.arange(len(wrong))
+        width = 0.8 / wrong.shape[1]
+        for i, seed in enumerate(wrong.columns):
+            at = x + (i - (wrong.shape[1] - 1) / 2) * width
+            some = wrong[seed].to_numpy() > 0
+            ax.bar(at[some], wrong[seed].to_numpy()[some], width, label=seed, color=ordinal_color(i))
+            ax.plot(at[~some], np.full((~some).sum(), floor), "x", color=ordinal_color(i), ms=5)
+        ax.set_xticks(x, [f"{kind}, carry in {c}" for kind, c in wrong.index], rotation=30, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylim(floor / 2, 100)
+        ax.set(title=f"{name}: digits wrong by kind of column", xlabel="the column's kind and its carry in")
+    axes[0][0].set_ylabel("digits wrong (%, log scale)")
+    seeds = list(tables.values())[0].xs("wrong (%)", axis=1, level=1).columns
+    handles = [Patch(facecolor=ordinal_color(i), label=s) for i, s in enumerate(seeds)]
+    handles.append(Line2D([], [], marker="x", ls="", color="black", label="that seed: none wrong"))
+    axes[0][-1].legend(handles=handles, fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
 
 
 # The best configuration was scored on random sums; on the families above it fails (notebook 11),

@@ -372,3 +372,21 @@ def test_column_decisions_read_each_digit_of_its_own_column(answer):
         assert int(units_first[r["sum"], r["column"]]) == total % 10
     table = L.column_error_table({"s0": d})
     assert table[("s0", "digits")].sum() == len(d) and table[("s0", "wrong (%)")].between(0, 100).all()
+
+
+def test_the_column_error_figure_draws_a_bar_per_seed_and_a_cross_where_none_is_wrong():
+    index = pd.MultiIndex.from_tuples([("makes a carry", 0), ("stops it", 1)], names=["kind", "carry in"])
+    table = pd.concat(
+        {
+            f"seed {s}": pd.DataFrame({"wrong (%)": [w, 0.0], "digits": [10, 10]}, index=index)
+            for s, w in ((0, 5.0), (1, 0.0))
+        },
+        axis=1,
+    )
+    fig = L.plot_column_errors({"digits 0 and 9": table})
+    ax = fig.axes[0]
+    assert len(ax.patches) == 1  # seed 0's one bar above 0
+    assert sum(len(line.get_xdata()) for line in ax.get_lines()) == 3  # seed 0's 0 and both of seed 1's
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["seed 0", "seed 1", "that seed: none wrong"]
+    assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+    plt.close(fig)
