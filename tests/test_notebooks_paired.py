@@ -10,8 +10,12 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
-def test_there_are_notebooks():
-    assert len(NOTEBOOKS) >= 2
+def test_every_chapter_is_a_numbered_pair_of_notebook_and_script():
+    folder = NOTEBOOKS[0].parent
+    scripts = sorted(p.stem for p in folder.glob("*.py"))
+    assert scripts == [nb.stem for nb in NOTEBOOKS], "every .ipynb has its .py and every .py its .ipynb"
+    numbers = [int(nb.stem.split("_")[0]) for nb in NOTEBOOKS]
+    assert numbers == list(range(1, len(NOTEBOOKS) + 1)), f"chapters numbered 01, 02, ... in order: {numbers}"
 
 
 @pytest.mark.slow  # starts a jupytext process per notebook

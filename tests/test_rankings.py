@@ -191,6 +191,7 @@ def test_the_pilot_table_lists_every_run_tried_with_its_compute(monkeypatch):
     assert set(table["shape"]) == set(L.PILOT_SHAPES) and table["in distribution (%)"].isna().all()
 
 
+@pytest.mark.results
 def test_the_paper_s_figures_stand_beside_our_runs_in_its_own_format_only():
     table = L.paper_test_accuracy(["copy", "addition", "addition.paper", "sorting", "scan"])
     assert list(table.columns) == ["copy", "addition.paper", "scan"]  # our own addition format is not the paper's

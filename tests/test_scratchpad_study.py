@@ -10,6 +10,7 @@ import torch
 import lengen_helpers as L
 
 
+@pytest.mark.results
 def test_experiment_one_holds_the_pilots_run_and_pairs_each_run_with_its_grid_control():
     runs = L.scratchpad_addition()
     assert len(runs) == 18 and len({c.hash for c in runs}) == 18
@@ -22,6 +23,7 @@ def test_experiment_one_holds_the_pilots_run_and_pairs_each_run_with_its_grid_co
         assert (control.steps, control.lr, control.model.n_layers) == (cfg.steps, cfg.lr, cfg.model.n_layers)
 
 
+@pytest.mark.results
 @pytest.mark.parametrize("task", L.SCRATCHPAD_TASKS)
 def test_a_scratchpad_run_is_its_grid_run_with_the_scratchpad(task):
     plain, pad = L.scratchpad_run(task, "none", "t5", 1), L.scratchpad_run(task, "o", "t5", 1)
@@ -392,6 +394,7 @@ def test_scoring_ood_pools_one_reading_as_the_records_are_pooled():
     assert L.scoring_ood(scoring, cfg, "paper's parser") == pytest.approx(100.0)
 
 
+@pytest.mark.results
 def test_the_lower_rate_pairs_each_step_output_run_with_its_answer_alone_run():
     runs = L.scratchpad_lower_lr()
     assert len(runs) == 30 and len({c.hash for c in runs}) == 30

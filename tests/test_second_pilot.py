@@ -65,6 +65,7 @@ def test_pcfg_depth_is_between_one_and_the_calls_of_each_drawn_expression():
         L.pcfg_depth("append A1 ,".split() + ["copy"])
 
 
+@pytest.mark.results
 @pytest.mark.parametrize("task, by", [("lego", L.lego_by_chain_position), ("pcfg", L.pcfg_by_depth)])
 def test_the_groups_partition_the_evaluation_and_agree_with_exact_match(task, by):
     # the first pilot's trained model (committed weights): right on some sequences, wrong on others
@@ -100,6 +101,7 @@ def test_second_pilot_table_reads_each_record_and_marks_the_goal(tmp_path):
         L.second_pilot("scan")
 
 
+@pytest.mark.results
 def test_pcfg_s_bar_is_the_lowest_of_the_papers_own_runs_by_the_study_s_measure(tmp_path):
     assert L.paper_level("pcfg") == pytest.approx(0.830)
     assert L.paper_level("scan") is None  # its records give it pooled only
