@@ -108,6 +108,21 @@ L.show_source(L.ALiBi)
 # two paths (and PyTorch's own modules) against each other.
 
 # %%
+L.show_source(L.scaled_dot_product_attention)
+
+# %% [markdown]
+# A layer of attention projects its input to queries, keys and values, splits them into heads,
+# lets the encoding act where it acts (RoPE rotates queries and keys; ALiBi and T5 add a bias to the
+# logits; the absolute encodings acted before, on the embeddings), and merges the heads again:
+
+# %%
+L.show_source(L.MultiHeadAttention.forward)
+
+# %% [markdown]
+# On random queries, keys and values, with the causal mask (each position sees itself and the
+# positions before it):
+
+# %%
 q, k, v = torch.randn(2, 4, 6, 16), torch.randn(2, 4, 6, 16), torch.randn(2, 4, 6, 16)
 out, weights = L.scaled_dot_product_attention(q, k, v, mask=L.causal_mask(6))
 print("out", tuple(out.shape), "| weights", tuple(weights.shape))
@@ -118,7 +133,14 @@ print("causal mask:\n", L.causal_mask(4).int())
 #
 # `DecoderOnlyLM(ModelConfig(...))`: token embedding, the chosen encoding, three blocks of
 # self-attention and a ReLU feed-forward (post-LN by default, pre-LN selectable), and a linear
-# head over the vocabulary. The study's model is the default config:
+# head over the vocabulary. A block is attention then the feed-forward, each with its residual and
+# its LayerNorm:
+
+# %%
+L.show_source(L.Block.forward)
+
+# %% [markdown]
+# The study's model is the default config:
 
 # %%
 L.ModelConfig()
@@ -133,7 +155,10 @@ L.parameter_counts()
 # ## 5. One forward pass
 #
 # The forward pass returns logits; on request also every layer's attention weights and hidden
-# states, which notebooks 05 and later inspect.
+# states, which notebooks 05 and later inspect. The model's forward pass, from token ids to logits:
+
+# %%
+L.show_source(L.DecoderOnlyLM.forward)
 
 # %%
 model = L.DecoderOnlyLM(L.ModelConfig(encoding="rope")).eval()
