@@ -4583,31 +4583,6 @@ def hierarchical_bootstrap(rr, splits: dict[str, int] | None = None, n_boot: int
     return out
 
 
-def hierarchical_claims(
-    rr,
-    splits: dict[str, int] | None = None,
-    n_boot: int = 10000,
-    seed: int = 0,
-    threshold: float = CLAIM_THRESHOLD,
-) -> list[str]:
-    """Neighbours in the order of the mean reciprocal rank, each with the share of hierarchical
-    resamples (`hierarchical_bootstrap`) in which the first is ahead (ties count half): "A > B"
-    at `threshold` or above, else "A ~ B: not distinguishable here"."""
-    names = list(rr.columns)
-    point = weighted_mrr(rr, splits)
-    p = pairwise_above(hierarchical_bootstrap(rr, splits, n_boot, seed), names)
-    out = []
-    for a, b in zip(point.index[:-1], point.index[1:]):
-        prob = p.loc[a, b]
-        first, second = label(a), label(b)
-        out.append(
-            f"{first} > {second} ({prob:.0%} of resamples)"
-            if prob >= threshold
-            else f"{first} ~ {second}: not distinguishable here ({prob:.0%} of resamples)"
-        )
-    return out
-
-
 def paper_mrr_check(path: Path | None = None):
     """The paper's published mean reciprocal rank against the columns its notebook shows
     (results/published/paper_mrr_columns.json): the shown accuracies ranked by its rule, plus the
@@ -4648,22 +4623,6 @@ def hierarchical_summary(rr, splits: dict[str, int] | None = None, n_boot: int =
         index=list(rr.columns),
     )
     return out.sort_values("mean", ascending=False)
-
-
-def in_every_seed(scores, task: str) -> list[str]:
-    """A task's encodings in the order of their mean over seeds, each neighbouring pair said as
-    "A > B in all k seeds" where every seed agrees, else "A ~ B (k of n seeds)"."""
-    s = scores.xs(task, level="task")
-    order = s.mean().sort_values(ascending=False).index
-    out = []
-    for a, b in zip(order[:-1], order[1:]):
-        ahead = int((s[a] > s[b]).sum())
-        out.append(
-            f"{label(a)} > {label(b)} in all {len(s)} seeds"
-            if ahead == len(s)
-            else f"{label(a)} ~ {label(b)} ({ahead} of {len(s)} seeds ahead)"
-        )
-    return out
 
 
 def seed_order(scores, task: str) -> str:

@@ -112,33 +112,6 @@ def test_the_hierarchical_bootstrap_resamples_tasks_then_seeds_within_them():
     assert values <= possible and 10.0 in values and 0.0 in values
 
 
-def test_claims_need_ninety_percent_of_resamples():
-    sure = scores({(t, s): {"nope": 1.0, "rope": 0.5} for t in "abcdef" for s in range(3)})
-    assert L.hierarchical_claims(sure, n_boot=200) == ["NoPE > RoPE (100% of resamples)"]
-    split = scores(
-        {
-            **{("a", s): {"nope": 1.0, "rope": 0.5} for s in range(3)},
-            **{("b", s): {"nope": 0.5, "rope": 1.0} for s in range(3)},
-            **{("c", s): {"nope": 1.0, "rope": 0.5} for s in range(3)},
-        }
-    )
-    (claim,) = L.hierarchical_claims(split, n_boot=2000)
-    assert claim.startswith("NoPE ~ RoPE: not distinguishable here")
-
-
-def test_per_task_orders_say_in_all_seeds_or_how_many():
-    s = scores(
-        {
-            ("copy", 0): {"nope": 0.3, "t5": 0.2},
-            ("copy", 1): {"nope": 0.4, "t5": 0.5},
-            ("copy", 2): {"nope": 0.3, "t5": 0.1},
-        }
-    )
-    assert L.in_every_seed(s, "copy") == ["NoPE ~ T5 bias (2 of 3 seeds ahead)"]
-    s.loc[("copy", 1), "t5"] = 0.0
-    assert L.in_every_seed(s, "copy") == ["NoPE > T5 bias in all 3 seeds"]
-
-
 def test_task_keys_name_their_format():
     expected = {"format": "paper", "answer": "lsd", "scratchpad": "none", "operands": "uniform"}
     assert L.task_of_key("addition.paper.lsd").format == expected
