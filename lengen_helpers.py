@@ -7572,6 +7572,48 @@ def _no_carry(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
     return a, _uniform(0, 9 - a, (count, n), g)
 
 
+@register_sum_family("zeros and nines", "every digit of both operands 0 or 9: half the columns pass a carry on")
+def _zeros_and_nines(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    return 9 * _uniform(0, 1, (count, n), g), 9 * _uniform(0, 1, (count, n), g)
+
+
+@register_sum_family("two digits", "every digit of both operands one of two, a pair drawn per sum from the 45")
+def _two_digits(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    low = _uniform(0, 8, (count, 1), g)
+    high = _uniform(low + 1, 9, (count, 1), g)
+    pick = lambda: torch.where(_uniform(0, 1, (count, n), g).bool(), high, low)  # noqa: E731
+    return pick(), pick()
+
+
+@register_sum_family("one carry among zeros", "0..0d0..0 + 0..0e0..0, d + e >= 10 in one column")
+def _carry_among_zeros(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    where = _uniform(0, n - 1, (count, 1), g) == torch.arange(n)
+    d = _uniform(1, 9, (count, 1), g)
+    e = _uniform(10 - d, 9, (count, 1), g)
+    return torch.where(where, d, 0), torch.where(where, e, 0)
+
+
+@register_sum_family("one carry into nines", "9..9 + 0..0d0..0, d >= 1: a carry from one column up through nines")
+def _carry_into_nines(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    where = _uniform(0, n - 1, (count, 1), g) == torch.arange(n)
+    return _swap_half(torch.full((count, n), 9), torch.where(where, _uniform(1, 9, (count, 1), g), 0), g)
+
+
+@register_sum_family("skewed digits", "each digit one value drawn per sum with probability 0.8, else uniform")
+def _skewed(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    def draw() -> Tensor:
+        common = _uniform(0, 9, (count, 1), g)
+        return torch.where(torch.rand((count, n), generator=g) < 0.8, common, _uniform(0, 9, (count, n), g))
+
+    return draw(), draw()
+
+
+@register_sum_family("equal operands", "a + a, uniform digits")
+def _equal_operands(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    a = _uniform(0, 9, (count, n), g)
+    return a, a.clone()
+
+
 class StructuredAddition(Addition):
     """Addition whose operands one family draws (`SUM_FAMILIES`), in the format "equal" (both
     operands written with n digits); its evaluation prompts are its own (`prompt_key`)."""
@@ -7643,19 +7685,24 @@ register_record_entry("families", _families_entry)
 
 
 def add_families(configs: Sequence[RunConfig], results_dir: str | Path = ADDITION_DIR) -> list[str]:
-    """Score the families of runs trained before records kept them, from their saved weights, and
-    add `families` to their records; a record that has them is left as it is. Returns the names
-    of the runs scored."""
+    """Score the families a run's record lacks (all of them for runs trained before records kept
+    families; those registered since for the others), from its saved weights, and add them to its
+    record; a family a record has is never scored again or changed. Returns the names of the runs
+    scored."""
     scored = []
     for cfg in configs:
         path = record_path(Path(results_dir), cfg)
         rec = read_record(path)  # raises on a missing or corrupt record
-        if "families" in rec:
+        have = rec.get("families", {})
+        missing = [f for f in SUM_FAMILIES if f not in have]
+        if not missing:
             continue
-        entry = _families_entry(cfg, load_run_model(cfg, results_dir))
-        if entry is None:
+        task = cfg.make_task()
+        if cfg.task != "addition" or isinstance(task, WithScratchpad) or task.format["format"] != "equal":
             raise ValueError(f"{cfg.name}: structured sums are scored for equal-format addition runs only")
-        _atomic_json(path, rec | {"families": entry})
+        model, sizes = load_run_model(cfg, results_dir), family_sizes(cfg.eval_max_len)
+        new = family_exact_match(model, task, sizes, missing, cfg.eval_per_length, cfg.eval_seed)
+        _atomic_json(path, rec | {"families": have | new})
         scored.append(cfg.name)
     return scored
 

@@ -55,6 +55,16 @@ PROPERTIES = {
     "long carry": lambda a, b, n: column_sums(a, b)[-1] >= 10 and all(s == 9 for s in column_sums(a, b)[:-1]),
     "carry everywhere": lambda a, b, n: all(s >= 10 for s in column_sums(a, b)),
     "no carry": lambda a, b, n: all(s <= 9 for s in column_sums(a, b)),
+    "zeros and nines": lambda a, b, n: set(a + b) <= {"0", "9"},
+    "two digits": lambda a, b, n: len(set(a + b)) <= 2,
+    "one carry among zeros": lambda a, b, n: (
+        sum(s > 0 for s in column_sums(a, b)) == 1 and max(column_sums(a, b)) >= 10 and a.count("0") == n - 1
+    ),
+    "one carry into nines": lambda a, b, n: (
+        "9" * n in (a, b) and sum(c != "0" for c in (b if a == "9" * n else a)) == 1
+    ),
+    "skewed digits": lambda a, b, n: True,  # a tendency, checked by its counts below
+    "equal operands": lambda a, b, n: a == b,
 }
 
 
@@ -136,6 +146,14 @@ def test_add_families_scores_saved_runs_once_and_refuses_other_tasks(tmp_path):
     assert rec["families"] == kept  # the same scores as at training: the saved weights, the same prompts
     assert {k: v for k, v in rec.items() if k != "families"} == without
     assert L.add_families([cfg], tmp_path) == []  # already there: left as it is
+    # a family registered since is scored alone; the others are kept as they were, not recomputed
+    partial = json.loads(path.read_text())
+    dropped = partial["families"].pop("zeros and nines")
+    partial["families"]["all zeros"] = {n: -1.0 for n in partial["families"]["all zeros"]}  # a marker
+    path.write_text(json.dumps(partial))
+    assert L.add_families([cfg], tmp_path) == [cfg.name]
+    after = L.read_record(path)["families"]
+    assert after["zeros and nines"] == dropped and set(after["all zeros"].values()) == {-1.0}
     with pytest.raises(ValueError, match="equal-format addition runs only"):
         L.add_families([copy], tmp_path)
 
@@ -390,3 +408,17 @@ def test_the_column_error_figure_draws_a_bar_per_seed_and_a_cross_where_none_is_
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["seed 0", "seed 1", "that seed: none wrong"]
     assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
     plt.close(fig)
+
+
+def test_the_two_valued_and_skewed_families_cover_what_they_say():
+    # every pair of digits can be drawn, and only two digits in a sum
+    pairs = {tuple(sorted(set(a + b))) for a, b, _ in sums("two digits", 8, count=2048)}
+    assert all(len(p) == 2 for p in pairs) and len(pairs) == 45
+    assert {d for a, b, _ in sums("zeros and nines", 8) for d in a + b} == {"0", "9"}
+    # skewed: one digit takes most of each operand (0.8 + 0.2 / 10 expected), and which one varies
+    shares = [max(a.count(d) for d in set(a)) / 40 for a, _, _ in sums("skewed digits", 40, count=256)]
+    assert 0.7 < sum(shares) / len(shares) < 0.9
+    assert len({max(set(a), key=a.count) for a, _, _ in sums("skewed digits", 40)}) == 10
+    # the isolated carry sits at every column
+    where = {a.find(next(c for c in a if c != "0")) for a, _, _ in sums("one carry among zeros", 6, count=256)}
+    assert where == set(range(6))
