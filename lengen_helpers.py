@@ -7775,37 +7775,6 @@ def family_errors(model: DecoderOnlyLM, task: Task, n: int, family: str, count: 
 COLUMN_KINDS = ("makes a carry", "passes it on", "stops it", "the top digit")
 
 
-class DrawnSums(Addition):
-    """Addition whose operands `draw(n, count, generator) -> (a, b)` draws (each (B, n) digits,
-    most significant first), both written with n digits; its evaluation prompts are keyed by
-    `name`."""
-
-    def __init__(self, name: str, draw: Callable[[int, int, torch.Generator], tuple[Tensor, Tensor]], **options: str):
-        super().__init__(**options)
-        if self.format["format"] != "equal":
-            raise ValueError("drawn sums write both operands with n digits: addition format 'equal' only")
-        self.sums_name, self.draw = name, draw
-
-    @property
-    def prompt_key(self) -> str:
-        return f"{self.key}/{self.sums_name}"
-
-    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        return self.write(*self.draw(n, batch_size, generator))
-
-
-def digits_from(values: Sequence[int]) -> Callable[[int, int, torch.Generator], tuple[Tensor, Tensor]]:
-    """A draw whose every digit of both operands is uniform over `values` (e.g. (0, 9))."""
-    if not values or any(not 0 <= v <= 9 for v in values):
-        raise ValueError(f"digit values must be a non-empty set within 0-9; got {list(values)}")
-    pool = torch.tensor(sorted(set(values)))
-
-    def draw(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
-        return pool[_uniform(0, len(pool) - 1, (count, n), g)], pool[_uniform(0, len(pool) - 1, (count, n), g)]
-
-    return draw
-
-
 def column_kinds(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     """Per sum and answer column, units first ((B, n + 1), the last the top digit, the carry out):
     the column's kind (an index into `COLUMN_KINDS`) and its carry in (0 or 1)."""
@@ -7820,13 +7789,17 @@ def column_kinds(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     return torch.cat([kind, top], dim=1), torch.stack(carry_in, dim=1)
 
 
-def column_decisions(model: DecoderOnlyLM, task: Task, n: int, sums: DrawnSums, count: int = 256, seed: int = 1234):
+def column_decisions(
+    model: DecoderOnlyLM, task: Task, n: int, sums: Task | None = None, count: int = 256, seed: int = 1234
+):
     """Each answer digit of `count` sums of size n as a row: the sum, its column (0 = units), the
     column's kind and carry in, the kind of the column below (none for the units), and whether
     the model's digit is right given the true answer before it (teacher-forced, as greedy
-    decoding meets it until its first error). `sums` draws the operands in `task`'s format."""
-    if task.name != "addition" or task.format["format"] != "equal":
-        raise ValueError(f"column decisions are read from equal-format addition; the task is {task.key!r}")
+    decoding meets it until its first error). `sums`: the task that draws them, in `task`'s
+    format (a `StructuredAddition` for a family; None: `task`'s own, uniform digits)."""
+    sums = task if sums is None else sums
+    if task.name != "addition" or task.format["format"] != "equal" or sums.format != task.format:
+        raise ValueError(f"column decisions are read from equal-format addition in the run's format; got {sums.key!r}")
     batch = evaluation_batch(sums, n, count, seed, model.config)
     a, b = batch.tokens[:, 1 : n + 1] - N_SPECIAL, batch.tokens[:, n + 2 : 2 * n + 2] - N_SPECIAL
     with evaluating(model), torch.no_grad():

@@ -360,22 +360,13 @@ def test_column_kinds_by_hand():
     assert carry_in[0].tolist() == [0, 0, 0]
 
 
-def test_digits_from_draws_only_its_values_and_refuses_others():
-    a, b = L.digits_from((0, 9))(12, 50, torch.Generator().manual_seed(0))
-    assert set(torch.cat([a, b]).flatten().tolist()) == {0, 9}
-    with pytest.raises(ValueError, match="within 0-9"):
-        L.digits_from((3, 10))
-    with pytest.raises(ValueError, match="format 'equal' only"):
-        L.DrawnSums("x", L.digits_from((1,)), format="paper")
-
-
 @pytest.mark.parametrize("answer", ["lsd", "msd"])
 def test_column_decisions_read_each_digit_of_its_own_column(answer):
     """Each row's column is checked against the written answer: the digit the task writes for
     that column is (its two digits + its carry in) mod 10, so the operands, the columns and the
     carries are read where they are."""
     task = L.get_task("addition", {"format": "equal", "answer": answer})
-    sums_task = L.DrawnSums("digits 0 and 9", L.digits_from((0, 9)), **task.format)
+    sums_task = L.StructuredAddition("zeros and nines", **task.format)
     model = L.DecoderOnlyLM(L.ModelConfig(encoding="nope", n_layers=1, d_model=16, n_heads=2, d_ff=32), task.vocab_size)
     n, count = 6, 32
     d = L.column_decisions(model, task, n, sums_task, count=count, seed=3)
@@ -389,6 +380,10 @@ def test_column_decisions_read_each_digit_of_its_own_column(answer):
         total = int(padded[r["sum"], r["column"]]) + r["carry in"]
         assert int(units_first[r["sum"], r["column"]]) == total % 10
     table = L.column_error_table({"s0": d})
+    with pytest.raises(ValueError, match="in the run's format"):
+        L.column_decisions(
+            model, task, n, L.StructuredAddition("zeros and nines", answer="msd" if answer == "lsd" else "lsd")
+        )
     assert table[("s0", "digits")].sum() == len(d) and table[("s0", "wrong (%)")].between(0, 100).all()
 
 
