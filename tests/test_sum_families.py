@@ -197,7 +197,9 @@ def write_scored(tmp_path, cfg: L.RunConfig, floor: dict[int, float], family_flo
         "training_revision": L.TRAINING_REVISION,
         "exact_match": {str(n): v for n, v in floor.items()},
         "loss_curve": {"every": 1, "mean_loss": [1.0]},
-        "families": {f: {str(n): v for n, v in em.items()} for f, em in family_floor.items()},
+        # the ten families the tables judge, each perfect unless given
+        "families": {f: {str(n): v for n, v in {**floor, **family_floor.get(f, {})}.items()} for f in L.TEN_FAMILIES}
+        | {f: {str(n): v for n, v in em.items()} for f, em in family_floor.items()},
     }
     L._atomic_json(L.record_path(tmp_path, cfg), rec)
 
@@ -241,8 +243,10 @@ def test_family_lowest_takes_the_worst_size_and_seed_and_names_no_size_at_100(tm
 
 
 def test_a_record_without_families_is_named():
-    with pytest.raises(ValueError, match="no structured sums scored; add them with add_families"):
+    with pytest.raises(ValueError, match="addition-x has no scores for all zeros, .*; add them with add_families"):
         L.family_scores({"name": "addition-x", "exact_match": {"1": 1.0}})
+    with pytest.raises(ValueError, match="no scores for zeros and nines; add them"):
+        L.family_scores({"name": "x", "exact_match": {}, "families": {}}, families=["zeros and nines"])
 
 
 def test_plot_structured_draws_each_configuration_in_its_encodings_colour(tmp_path):
