@@ -5969,40 +5969,73 @@ def seed_spread(summary, column: str):
     return summary.groupby(keys, sort=False)[column].agg(spread).unstack("task")
 
 
+ZERO_STEP = 1.5  # plot_interventions draws lines at 0% at every n this many points apart, below 0
+
+
 def plot_interventions(table, path: Path | None = None, train_max: int = 16):
     """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
-    the intervention's models solid (the length given dashed), the same encodings' grid models
-    dotted."""
+    the intervention's models solid, the length given dashed, the same encodings' grid models
+    dotted; the longest training n dash-dotted, twice that a broad grey line. Lines at 0% at every n
+    would hide one another: each is drawn `ZERO_STEP` points below the last, and the panel names
+    them."""
     tasks = list(dict.fromkeys(table["task"]))
     others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
-    fig, axes = plt.subplots(len(others), len(tasks), figsize=(6 * len(tasks) + 2.5, 3.2 * len(others)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(others), len(tasks), figsize=(6.5 * len(tasks) + 3.5, 3.9 * len(others)), squeeze=False
+    )
     mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
     for row, name in zip(axes, others):
         for ax, task in zip(row, tasks):
             encs = list(dict.fromkeys(table[(table["intervention"] == name) & (table["task"] == task)]["encoding"]))
+            zeros: list[str] = []  # the lines at 0% at every n, in the order drawn
+
+            def draw(x, y, what: str, ax: Any = ax, zeros: list[str] = zeros, **style) -> None:
+                y = 100 * np.asarray(y, dtype=float)
+                if np.all(y == 0):
+                    zeros.append(what)
+                    y = y - ZERO_STEP * len(zeros)
+                ax.plot(x, y, **style)
+
             for enc in encs:
                 g, c = mean.loc[(name, task, enc)], encoding_color(enc)
                 seeds = table[(table["intervention"] == name) & (table["task"] == task) & (table["encoding"] == enc)]
                 k = seeds["seed"].nunique()
-                ax.plot(g.index, 100 * g["exact_match"], color=c, label=f"{label(enc)} ({k} seed{'s' * (k > 1)})")
-                ax.plot(g.index, 100 * g["length_given"], color=c, ls="--", lw=1)
+                tag = f"{label(enc)} ({k} seed{'s' * (k > 1)})"
+                draw(g.index, g["exact_match"], f"{label(enc)}, exact match", color=c, lw=2, label=tag)
+                draw(g.index, g["length_given"], f"{label(enc)}, length given", color=c, ls="--", lw=1.4)
                 if ("none", task, enc) in mean.index:
-                    ax.plot(
-                        mean.loc[("none", task, enc)].index,
-                        100 * mean.loc[("none", task, enc)]["exact_match"],
-                        color=c,
-                        ls=":",
-                        lw=1,
-                    )
-            ax.plot([], [], color="gray", ls="--", lw=1, label="length given")
-            ax.plot([], [], color="gray", ls=":", lw=1, label="grid model (no intervention)")
-            ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n ({train_max})")
-            ax.axvline(2 * train_max, color="black", ls="-", lw=0.5, label=f"twice that ({2 * train_max})")
-            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)", ylim=(-3, 108))
+                    grid = mean.loc[("none", task, enc)]
+                    draw(grid.index, grid["exact_match"], f"{label(enc)}, grid model", color=c, ls=":", lw=1.8)
+            ax.plot([], [], color="gray", ls="--", lw=1.4, label="length given")
+            ax.plot([], [], color="gray", ls=":", lw=1.8, label="grid model (no intervention)")
+            ax.axvline(train_max, color="black", ls="-.", lw=1.2, label=f"longest training n ({train_max})")
+            ax.axvline(2 * train_max, color="0.6", lw=3, alpha=0.6, label=f"twice that ({2 * train_max})")
+            if zeros:
+                ax.text(
+                    0.97,
+                    0.55,
+                    f"0% at every n, drawn {ZERO_STEP:g} points\napart below 0:\n" + "\n".join(zeros),
+                    transform=ax.transAxes,
+                    ha="right",
+                    va="center",
+                    fontsize=FIGURE_TEXT["legend"] - 1,
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
+                )
+            bottom = -3 - ZERO_STEP * len(zeros)
+            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)")
+            ax.set_ylim(bottom, 108)
         handles: dict[str, Any] = {}  # one legend a row, beside it: the row's panels share their encodings
         for ax in row:
             handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-        row[-1].legend(handles.values(), handles.keys(), fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+        row[-1].legend(
+            handles.values(),
+            handles.keys(),
+            fontsize=FIGURE_TEXT["legend"] - 1,
+            loc="center left",
+            bbox_to_anchor=(1.02, 0.5),
+            handlelength=3,
+        )
+    _readable(fig)
     fig.tight_layout()
     save_figure(fig, path)
     return fig
