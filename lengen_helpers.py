@@ -5248,108 +5248,290 @@ def construction_precision(
     return table[keep].reset_index(drop=True)
 
 
+# Figures of notebooks 08 and 09 are read alone, beside prose or not: text large enough to read
+# at a glance, and layers named from 0 as everywhere else (L0H2: layer 0, head 2; the hidden state
+# "after L0" is layer 0's output; the paper's theorems count the same layers from 1).
+FIGURE_TEXT = {"title": 13, "label": 12, "tick": 11, "legend": 11}
+
+
+def _readable(fig: Any) -> None:
+    """Set every panel's title, axis labels and tick labels of `fig` to `FIGURE_TEXT`'s sizes."""
+    for ax in fig.axes:
+        ax.title.set_fontsize(FIGURE_TEXT["title"])
+        ax.xaxis.label.set_fontsize(FIGURE_TEXT["label"])
+        ax.yaxis.label.set_fontsize(FIGURE_TEXT["label"])
+        ax.tick_params(labelsize=FIGURE_TEXT["tick"])
+
+
+def hidden_state_name(i: int) -> str:
+    """The name of hidden state i of `hidden_states_by_position` (the probes' `layer` column):
+    0 is the embeddings, i > 0 the output of layer i - 1, layers counted from 0 ("after L0")."""
+    return "embeddings" if i == 0 else f"after L{i - 1}"
+
+
+def condensed_probe_table(summary, decimals: int = 1):
+    """`probe_summary` (one seed) for reading: a row per hidden state (`hidden_state_name`) and
+    encoding, a column per (task, band, probe), rounded to `decimals`. Encodings whose rows are the
+    same at a hidden state once rounded (embeddings that carry no position) share one row, their
+    names joined."""
+    if "seed" in summary.index.names:
+        if summary.index.get_level_values("seed").nunique() > 1:
+            raise ValueError("condensed_probe_table reads one seed's probes")
+        summary = summary.droplevel("seed")
+    long = summary.rename_axis(columns="band").stack().rename("mae").reset_index()
+    tasks, bands = list(dict.fromkeys(long["task"])), list(summary.columns)
+    probes = list(dict.fromkeys(long["probe"]))
+    wide = long.pivot_table(index=["layer", "encoding"], columns=["task", "band", "probe"], values="mae")
+    wide = wide.reindex(columns=pd.MultiIndex.from_product([tasks, bands, probes], names=wide.columns.names))
+    order = {e: i for i, e in enumerate(encoding_names())}
+    wide = wide.round(decimals)
+    rows, index = [], []
+    for layer in sorted(wide.index.get_level_values("layer").unique()):
+        part = wide.xs(layer, level="layer")
+        part = part.loc[sorted(part.index, key=lambda e: (order.get(e, len(order)), e))]
+        groups: dict[tuple, list[str]] = {}
+        for enc, values in part.iterrows():
+            groups.setdefault(tuple(values.fillna(np.inf)), []).append(enc)
+        for encs in groups.values():
+            rows.append(part.loc[encs[0]])
+            index.append((hidden_state_name(int(layer)), ", ".join(label(e) for e in encs)))
+    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["hidden state", "encoding"]))
+
+
 def plot_construction_precision(table, path: Path | None = None):
-    """The largest readout error and the largest share of layer 2's attention off its target
-    over every position a construction covers, against the number of positions it is built for
-    (an exact 0 drawn at the floor, and said so)."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.4))
+    """The largest readout error and the largest share of the second layer's (L1's) attention off
+    its target over every position a construction covers, against the number of positions it is
+    built for (an exact 0 drawn at the floor, and said so, in a panel that has one)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
     table = table.assign(off_target=1 - table["attention_on_target"])
     worst = table.groupby("n_positions")[["readout_error", "off_target"]].max()
     floors = {"readout_error": 1e-9, "off_target": 1e-12}
     panels = (
-        (a, "readout_error", "largest |position read back - t| (positions)", "Theorem 1: the position layer 1 writes"),
-        (b, "off_target", "largest 1 - attention on t - 1", "Theorem 2: layer 2's attention off its target"),
+        (a, "readout_error", "largest |position read back - t| (positions)", "Theorem 1: the position L0 writes"),
+        (b, "off_target", "largest 1 - attention on t - 1", "Theorem 2: L1's attention off its target"),
     )
     for ax, column, ylabel, title in panels:
         ax.plot(worst.index, worst[column].clip(lower=floors[column]), color="black", marker="o", label="float32")
-        ax.axhline(floors[column], color="gray", ls="--", lw=0.8, label=f"{floors[column]:g}: exact (0) drawn here")
+        if (worst[column] <= floors[column]).any():  # the floor is drawn, and named, only where a value sits on it
+            ax.axhline(floors[column], color="gray", ls="--", lw=0.8, label=f"{floors[column]:g}: exact (0) drawn here")
         ax.set(xscale="log", yscale="log", xlabel="positions the construction is built for", ylabel=ylabel, title=title)
         ax.set_xticks(list(worst.index), [str(n) for n in worst.index])
         ax.minorticks_off()
     a.axhline(0.5, color="black", ls=":", lw=1, label="half a position: the readout rounds wrong")
     b.axhline(0.5, color="black", ls=":", lw=1, label="half its attention off: the target no longer wins")
-    for ax in (a, b):
-        ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle("The worst position of each construction, in float32")
+    for ax, where in ((a, "lower right"), (b, "center left")):  # where no point or line is
+        ax.set_ylim(top=5.0)  # the half-way line clear of the frame
+        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc=where)
+    fig.suptitle("The worst position of each construction, in float32 (layers L0 and L1)", fontsize=14)
+    _readable(fig)
     fig.tight_layout()
     save_figure(fig, path)
     return fig
 
 
-def plot_probe_errors(table, reach: dict[str, int], train_last: int, path: Path | None = None, probe: str = "mlp"):
-    """Probe error against position: one panel per (task, encoding), one colour per layer (solid:
-    held-out sequences of the training sizes; dashed: longer sequences), with the last position
-    the training sizes reach and each model's exact-match cliff (`reach`, keyed 'task/encoding')
-    marked."""
+def _probe_curves(g, train_last: int) -> tuple[Any, Any]:
+    """A probe's mean |error| per position over held-out sequences of the training sizes up to
+    `train_last`, and over longer sequences from `train_last` on."""
+
+    def curve(sizes: str):
+        s = g[g["sizes"] == sizes].groupby("position")[["abs_sum", "count"]].sum()
+        return s["abs_sum"] / s["count"]
+
+    inside, outside = curve("training"), curve("longer")
+    return inside[inside.index <= train_last], outside[outside.index >= train_last]
+
+
+def best_probe_layers(table, probe: str = "mlp") -> dict[tuple[str, str], int]:
+    """Per (task, encoding): the hidden state (the `layer` column) whose `probe` reads the position
+    best on held-out sequences of the training sizes."""
+    t = table[(table["probe"] == probe) & (table["sizes"] == "training")]
+    s = t.assign(abs_sum=t["mae"] * t["count"]).groupby(["task", "encoding", "layer"])[["abs_sum", "count"]].sum()
+    err = s["abs_sum"] / s["count"]
+    return {(task, enc): int(layer) for (task, enc, layer) in err.groupby(level=["task", "encoding"]).idxmin()}
+
+
+def plot_probe_errors(
+    table,
+    reach: dict[str, int],
+    train_last: int,
+    path: Path | None = None,
+    probe: str = "mlp",
+    by_layer: str | None = "nope",
+):
+    """Probe error against position, one panel per task: each encoding's model at the hidden state
+    its probe reads best (`best_probe_layers`), in the encoding's colour, with its exact-match
+    cliff (`reach`, keyed 'task/encoding': the last position its answer reaches) marked on its line;
+    and, if `by_layer` names an encoding, a second row with that encoding's every hidden state, its
+    cliff a vertical line. Solid: held-out sequences of the training sizes (positions up to
+    `train_last`, shaded: where the probe is fitted); dashed: longer sequences, from `train_last` on."""
     t = table[table["probe"] == probe]
     t = t.assign(abs_sum=t["mae"] * t["count"])
-    panels = list(dict.fromkeys(zip(t["task"], t["encoding"])))
-    cols = 6
-    rows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.2 * rows), sharey=True, squeeze=False)
-    for ax, (task, enc) in zip(axes.flat, panels):
-        g = t[(t["task"] == task) & (t["encoding"] == enc)]
-        for layer, gl in g.groupby("layer"):
-            name = "embeddings" if layer == 0 else f"after layer {layer}"
-            for sizes, ls in (("training", "-"), ("longer", "--")):
-                s = gl[gl["sizes"] == sizes].groupby("position")[["abs_sum", "count"]].sum()
-                tag = f"{name}, " + ("training sizes" if sizes == "training" else "longer sequences")
-                ax.plot(s.index, s["abs_sum"] / s["count"], lw=1.1, ls=ls, color=ordinal_color(layer), label=tag)
-        ax.axvline(train_last, color="black", ls=":", lw=1, label=f"last training position ({train_last})")
-        cliff = reach.get(f"{task}/{enc}")
-        if cliff is not None:
-            ax.axvline(cliff, color="black", ls="-.", lw=1, label=f"exact-match cliff ({cliff})")
-        ax.set(yscale="log", ylim=(1e-2, 2e2), title=f"{task}, {label(enc)}", xlabel="position t")
-    for ax in axes[:, 0]:
+    tasks = list(dict.fromkeys(t["task"]))
+    order = {e: i for i, e in enumerate(encoding_names())}
+    encodings = sorted(dict.fromkeys(t["encoding"]), key=lambda e: (order.get(e, len(order)), e))
+    best = best_probe_layers(table, probe)
+    layered = by_layer in encodings
+    rows = 2 if layered else 1
+    fig, axes = plt.subplots(rows, len(tasks), figsize=(7.2 * len(tasks), 5.2 * rows), squeeze=False, sharey=True)
+    cliff_note = "exact-match cliff: the last position its answer reaches at 50%"
+
+    def frame(ax: Any, title: str) -> None:
+        ax.axvspan(0, train_last, color="0.92", zorder=0)
+        ax.set(yscale="log", ylim=(1e-2, 2e2), title=title, xlabel="position t")
+
+    for ax, task in zip(axes[0], tasks):
+        frame(ax, f"{task}: each model at its best hidden state")
+        for enc in encodings:
+            g = t[(t["task"] == task) & (t["encoding"] == enc)]
+            if (task, enc) not in best:
+                continue
+            layer = best[(task, enc)]
+            inside, outside = _probe_curves(g[g["layer"] == layer], train_last)
+            c = encoding_color(enc)
+            ax.plot(inside.index, inside.values, color=c, lw=1.8, label=f"{label(enc)} ({hidden_state_name(layer)})")
+            ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
+            cliff = reach.get(f"{task}/{enc}")
+            curve = outside if cliff is not None and cliff in outside.index else inside
+            if cliff is not None and cliff in curve.index:
+                ax.plot([cliff], [curve[cliff]], ls="none", marker="o", ms=9, color=c, mec="black", zorder=5)
+        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right", title="model (hidden state)")
+    if layered:
+        for ax, task in zip(axes[1], tasks):
+            frame(ax, f"{task}, {label(by_layer)}: every hidden state")
+            g = t[(t["task"] == task) & (t["encoding"] == by_layer)]
+            for layer, gl in g.groupby("layer"):
+                inside, outside = _probe_curves(gl, train_last)
+                c = ordinal_color(int(layer))
+                ax.plot(inside.index, inside.values, color=c, lw=1.8, label=hidden_state_name(int(layer)))
+                ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
+            cliff = reach.get(f"{task}/{by_layer}")
+            if cliff is not None:
+                ax.axvline(cliff, color="black", ls="-.", lw=1.4, label=f"exact-match cliff (position {cliff})")
+            ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right")
+    for ax in axes.flat:
         ax.set_ylabel(f"{probe} probe: mean |error| (positions)")
-    for ax in axes.flat[len(panels) :]:
-        ax.remove()
-    # one legend for the figure: a colour per layer, a style per set of sequences, the two marks
-    layers = sorted(t["layer"].unique())
+    from matplotlib.patches import Patch
+
     handles = [
-        Line2D([], [], color=ordinal_color(i), label="embeddings" if i == 0 else f"after layer {i}") for i in layers
+        Line2D([], [], color="black", lw=1.8, label=f"held-out sequences of the training sizes (t ≤ {train_last})"),
+        Line2D([], [], color="black", lw=1.8, ls="--", label=f"longer sequences (t ≥ {train_last})"),
+        Patch(color="0.92", label=f"positions the probe is fitted on (0-{train_last})"),
+        Line2D([], [], ls="none", marker="o", ms=9, color="white", mec="black", label=cliff_note),
     ]
-    handles += [Line2D([], [], color="black", ls="-", label="held-out sequences of the training sizes")]
-    handles += [Line2D([], [], color="black", ls="--", label="longer sequences")]
-    handles += [Line2D([], [], color="black", ls=":", label=f"last training position ({train_last})")]
-    handles += [Line2D([], [], color="black", ls="-.", label="the model's exact-match cliff")]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9)
-    fig.suptitle(f"Reading the absolute position from each layer ({probe} probe, fitted on positions 0-{train_last})")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=FIGURE_TEXT["legend"])
+    fig.suptitle(f"Reading the absolute position from the hidden states ({probe} probe)", fontsize=14)
+    _readable(fig)
+    fig.tight_layout(rect=(0, 0.075 if layered else 0.14, 1, 1))
     save_figure(fig, path, dpi=100)
     return fig
 
 
 BOS_FLOOR = 1e-4  # plot_first_layer draws a head's smaller BOS weights here (a log axis has no 0)
+UNIFORM_LEVEL = 0.9  # a head whose entropy keeps this share of uniform's over the training positions
+
+
+def uniform_heads(table, train_last: int = 33, level: float = UNIFORM_LEVEL):
+    """Theorem 1's signal in a trained first layer (`first_layer_table`): per (task, encoding), the
+    heads whose attention entropy is at least `level` of uniform's at every query position 1 to
+    `train_last`, with their mean BOS weight x (t + 1) and entropy / log(t + 1) there."""
+    g = table[table["position"].between(1, train_last)]
+    g = g.assign(
+        bos_x_t1=g["bos_weight"] * (g["position"] + 1),
+        entropy_ratio=g["entropy"] / g["uniform_entropy"],
+    )
+    keys = ["task", "encoding", "head"]
+    out = g.groupby(keys, sort=False).agg(
+        bos_x_t1=("bos_x_t1", "mean"), entropy_ratio=("entropy_ratio", "mean"), lowest=("entropy_ratio", "min")
+    )
+    return out[out["lowest"] >= level].drop(columns="lowest").reset_index()
 
 
 def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
-    """NoPE's first layer per head: the weight on BOS times (t + 1), which is 1 for uniform
-    attention, and the entropy over log(t + 1), 1 for uniform, against the query position."""
+    """NoPE's first layer (L0) per head: the weight on BOS times (t + 1), which is 1 for uniform
+    attention, and the entropy over log(t + 1), 1 for uniform, against the query position. A head
+    that keeps near-uniform attention over the training positions (`uniform_heads`) is drawn
+    thick and named, with its numbers; a panel without one says so."""
+    from matplotlib.ticker import FuncFormatter
+
     tasks = list(dict.fromkeys(table["task"]))
-    fig, axes = plt.subplots(2, len(tasks), figsize=(6.5 * len(tasks), 7), squeeze=False)
+    marked = uniform_heads(table, train_last)
+    fig, axes = plt.subplots(2, len(tasks), figsize=(7 * len(tasks), 8.5), squeeze=False)
     for j, task in enumerate(tasks):
         g = table[(table["task"] == task) & (table["position"] > 0)]
+        enc = g["encoding"].iloc[0]
+        mine = marked[(marked["task"] == task) & (marked["encoding"] == enc)].set_index("head")
+        floored = False
         for head, gh in g.groupby("head"):
-            bos = (gh["bos_weight"] * (gh["position"] + 1)).clip(lower=BOS_FLOOR)
-            axes[0, j].plot(gh["position"], bos, color=ordinal_color(head), label=f"head {head}")
-            axes[1, j].plot(
-                gh["position"], gh["entropy"] / gh["uniform_entropy"], color=ordinal_color(head), label=f"head {head}"
+            thick = {"lw": 3.2, "zorder": 4} if head in mine.index else {"lw": 1.4, "alpha": 0.85}
+            bos = gh["bos_weight"] * (gh["position"] + 1)
+            floored |= bool((bos < BOS_FLOOR).any())
+            name = f"L0H{head}"
+            axes[0, j].plot(gh["position"], bos.clip(lower=BOS_FLOOR), color=ordinal_color(head), label=name, **thick)
+            ratio = gh["entropy"] / gh["uniform_entropy"]
+            axes[1, j].plot(gh["position"], ratio, color=ordinal_color(head), label=name, **thick)
+            if head in mine.index:
+                r = mine.loc[head]
+                t_mid = max(1, train_last // 2)  # the arrows point inside the training positions
+                at = gh["position"] == t_mid
+                axes[0, j].annotate(
+                    f"{name}: near-uniform attention, BOS weight\n{r['bos_x_t1']:.2f}x uniform's 1/(t + 1) "
+                    f"(mean, t = 1-{train_last})",
+                    xy=(t_mid, float(bos[at].iloc[0])),
+                    xytext=(0.3, 0.9),
+                    textcoords="axes fraction",
+                    va="center",
+                    fontsize=FIGURE_TEXT["legend"],
+                    arrowprops={"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
+                    bbox={"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
+                )
+                axes[1, j].annotate(
+                    f"{name}: {r['entropy_ratio']:.2f} of uniform's entropy (mean, t = 1-{train_last})",
+                    xy=(t_mid, float(ratio[at].iloc[0])),
+                    xytext=(0.4, 0.3),
+                    textcoords="axes fraction",
+                    va="center",
+                    fontsize=FIGURE_TEXT["legend"],
+                    arrowprops={"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
+                    bbox={"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
+                )
+        if mine.empty:
+            axes[0, j].text(
+                0.97,
+                0.35,
+                f"no head keeps {UNIFORM_LEVEL:g} of uniform's entropy at every t = 1-{train_last}",
+                transform=axes[0, j].transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=FIGURE_TEXT["legend"],
+                bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
             )
-        axes[0, j].axhline(BOS_FLOOR, color="gray", ls="--", lw=0.8, label=f"{BOS_FLOOR:g}: lower values drawn here")
+        if floored:  # drawn, and named, only where a weight sits below it
+            axes[0, j].axhline(
+                BOS_FLOOR, color="gray", ls="--", lw=0.8, label=f"{BOS_FLOOR:g}: lower values drawn here"
+            )
         axes[0, j].set(
-            title=f"{task}, {label(g['encoding'].iloc[0])}, layer 1: weight on BOS x (t + 1)",
+            title=f"{task}, {label(enc)}, L0: weight on BOS x (t + 1)",
             ylabel="BOS weight x (t + 1) (1 = uniform)",
             yscale="log",
         )
-        axes[0, j].yaxis.set_major_locator(LogLocator(base=10))
+        low, high = axes[0, j].get_ylim()
+        if not mine.empty:  # room above the lines for the named head's numbers
+            axes[0, j].set_ylim(low, high * (high / low) ** 0.6)
+        if high / low < 100:  # under two decades: name 1, 2 and 5 of each, not only the powers of ten
+            axes[0, j].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axes[0, j].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        else:
+            axes[0, j].yaxis.set_major_locator(LogLocator(base=10))
         axes[0, j].yaxis.set_minor_formatter(NullFormatter())
-        axes[1, j].set(title=f"{task}: attention entropy / log(t + 1)", ylabel="entropy / uniform's (1 = uniform)")
+        axes[1, j].set(title=f"{task}, {label(enc)}, L0: attention entropy / log(t + 1)", ylabel="entropy / uniform's")
         for ax in axes[:, j]:
-            ax.axvline(train_last, color="black", ls=":", lw=1, label=f"last training position ({train_last})")
+            ax.axvline(train_last, color="black", ls=":", lw=1.2, label=f"last training position ({train_last})")
             ax.set_xlabel("query position t")
-    handles, labels = axes[0, 0].get_legend_handles_labels()  # the same heads and mark in every panel
-    fig.legend(handles, labels, loc="lower center", ncol=len(handles), fontsize=9)
+    handles: dict[str, Any] = {}  # the heads and marks of every panel, once each
+    for ax in axes.flat:
+        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=FIGURE_TEXT["legend"])
+    _readable(fig)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     save_figure(fig, path, dpi=100)
     return fig
@@ -5801,40 +5983,73 @@ def seed_spread(summary, column: str):
     return summary.groupby(keys, sort=False)[column].agg(spread).unstack("task")
 
 
+ZERO_STEP = 1.5  # plot_interventions draws lines at 0% at every n this many points apart, below 0
+
+
 def plot_interventions(table, path: Path | None = None, train_max: int = 16):
     """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
-    the intervention's models solid (the length given dashed), the same encodings' grid models
-    dotted."""
+    the intervention's models solid, the length given dashed, the same encodings' grid models
+    dotted; the longest training n dash-dotted, twice that a broad grey line. Lines at 0% at every n
+    would hide one another: each is drawn `ZERO_STEP` points below the last, and the panel names
+    them."""
     tasks = list(dict.fromkeys(table["task"]))
     others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
-    fig, axes = plt.subplots(len(others), len(tasks), figsize=(6 * len(tasks) + 2.5, 3.2 * len(others)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(others), len(tasks), figsize=(6.5 * len(tasks) + 3.5, 3.9 * len(others)), squeeze=False
+    )
     mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
     for row, name in zip(axes, others):
         for ax, task in zip(row, tasks):
             encs = list(dict.fromkeys(table[(table["intervention"] == name) & (table["task"] == task)]["encoding"]))
+            zeros: list[str] = []  # the lines at 0% at every n, in the order drawn
+
+            def draw(x, y, what: str, ax: Any = ax, zeros: list[str] = zeros, **style) -> None:
+                y = 100 * np.asarray(y, dtype=float)
+                if np.all(y == 0):
+                    zeros.append(what)
+                    y = y - ZERO_STEP * len(zeros)
+                ax.plot(x, y, **style)
+
             for enc in encs:
                 g, c = mean.loc[(name, task, enc)], encoding_color(enc)
                 seeds = table[(table["intervention"] == name) & (table["task"] == task) & (table["encoding"] == enc)]
                 k = seeds["seed"].nunique()
-                ax.plot(g.index, 100 * g["exact_match"], color=c, label=f"{label(enc)} ({k} seed{'s' * (k > 1)})")
-                ax.plot(g.index, 100 * g["length_given"], color=c, ls="--", lw=1)
+                tag = f"{label(enc)} ({k} seed{'s' * (k > 1)})"
+                draw(g.index, g["exact_match"], f"{label(enc)}, exact match", color=c, lw=2, label=tag)
+                draw(g.index, g["length_given"], f"{label(enc)}, length given", color=c, ls="--", lw=1.4)
                 if ("none", task, enc) in mean.index:
-                    ax.plot(
-                        mean.loc[("none", task, enc)].index,
-                        100 * mean.loc[("none", task, enc)]["exact_match"],
-                        color=c,
-                        ls=":",
-                        lw=1,
-                    )
-            ax.plot([], [], color="gray", ls="--", lw=1, label="length given")
-            ax.plot([], [], color="gray", ls=":", lw=1, label="grid model (no intervention)")
-            ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n ({train_max})")
-            ax.axvline(2 * train_max, color="black", ls="-", lw=0.5, label=f"twice that ({2 * train_max})")
-            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)", ylim=(-3, 108))
+                    grid = mean.loc[("none", task, enc)]
+                    draw(grid.index, grid["exact_match"], f"{label(enc)}, grid model", color=c, ls=":", lw=1.8)
+            ax.plot([], [], color="gray", ls="--", lw=1.4, label="length given")
+            ax.plot([], [], color="gray", ls=":", lw=1.8, label="grid model (no intervention)")
+            ax.axvline(train_max, color="black", ls="-.", lw=1.2, label=f"longest training n ({train_max})")
+            ax.axvline(2 * train_max, color="0.6", lw=3, alpha=0.6, label=f"twice that ({2 * train_max})")
+            if zeros:
+                ax.text(
+                    0.97,
+                    0.55,
+                    f"0% at every n, drawn {ZERO_STEP:g} points\napart below 0:\n" + "\n".join(zeros),
+                    transform=ax.transAxes,
+                    ha="right",
+                    va="center",
+                    fontsize=FIGURE_TEXT["legend"] - 1,
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
+                )
+            bottom = -3 - ZERO_STEP * len(zeros)
+            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)")
+            ax.set_ylim(bottom, 108)
         handles: dict[str, Any] = {}  # one legend a row, beside it: the row's panels share their encodings
         for ax in row:
             handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-        row[-1].legend(handles.values(), handles.keys(), fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+        row[-1].legend(
+            handles.values(),
+            handles.keys(),
+            fontsize=FIGURE_TEXT["legend"] - 1,
+            loc="center left",
+            bbox_to_anchor=(1.02, 0.5),
+            handlelength=3,
+        )
+    _readable(fig)
     fig.tight_layout()
     save_figure(fig, path)
     return fig

@@ -28,9 +28,9 @@
 # position, for every token, whatever the symbols. The causal mask is what makes it work: the
 # prefix grows by one token per position.
 #
-# Layers are counted from 1 here, as the theorems count them ("layer 1", "after layer 2"; the
-# embeddings come before layer 1); notebooks 05, 09 and 11 name heads from 0 (L0H2 is layer 1's
-# head 2 here).
+# Layers are counted from 0 here, as in notebooks 05, 09 and 11: L0 is the first layer, L0H2 its
+# head 2, and "after L0" the hidden state it outputs (the embeddings come before L0). The paper's
+# theorems count the same layers from 1: their layer 1 is our L0, their layer 2 our L1.
 
 # %%
 import matplotlib.pyplot as plt
@@ -47,16 +47,18 @@ pd.set_option("display.width", 200)
 # `L.nope_position_model(n_positions, offset)` builds a two-layer, one-head, pre-LN NoPE
 # `DecoderOnlyLM` (the study's class, not a separate toy) and sets every weight by hand:
 #
-# - **Layer 1 (Theorem 1).** Zero queries and keys: uniform attention. The value reads "this token
-#   is BOS", so position t receives 1/(t+1). Its feed-forward layer has one ReLU unit per
-#   position; it maps 1/(t+1) to (cos ωt, sin ωt) with ω = π / n_positions, passing exactly
-#   through every integer t (a piecewise-linear interpolation), and cancels the 1/(t+1) so that
-#   every hidden vector has the same norm. Every feature is written as a +/- pair of coordinates,
-#   so each vector has mean 0 and LayerNorm only rescales it by a known constant.
-# - **Layer 2 (Theorem 2).** Query R(-offset·ω)(cos ωt, sin ωt), key (cos ωj, sin ωj): the logit
-#   is λ cos(ω(j - (t - offset))), largest at j = t - offset, with λ set so the next-best key
-#   scores 30 lower. The value copies the token, and the output layer reads it: the model outputs
-#   the token `offset` places back, at every position.
+# - **L0, the first layer (Theorem 1; the paper's layer 1).** Zero queries and keys: uniform
+#   attention. The value reads "this token is BOS", so position t receives 1/(t+1). Its
+#   feed-forward layer has one ReLU unit per position; it maps 1/(t+1) to (cos ωt, sin ωt) with
+#   ω = π / n_positions, passing exactly through every integer t (a piecewise-linear
+#   interpolation), and cancels the 1/(t+1) so that every hidden vector has the same norm. Every
+#   feature is written as a +/- pair of coordinates, so each vector has mean 0 and LayerNorm only
+#   rescales it by a known constant.
+# - **L1, the second layer (Theorem 2; the paper's layer 2).** Query R(-offset·ω)(cos ωt,
+#   sin ωt), key (cos ωj, sin ωj): the logit is λ cos(ω(j - (t - offset))), largest at
+#   j = t - offset, with λ set so the next-best key scores 30 lower. The value copies the token,
+#   and the output layer reads it: the model outputs the token `offset` places back, at every
+#   position.
 #
 # The check runs the model on random symbol rows with BOS first, at four times the longest
 # training sequence of copy and reverse (35 tokens, so 140 positions), in float64 and in float32.
@@ -89,7 +91,7 @@ pd.DataFrame(rows)
 # ### How the precision degrades with length
 #
 # Two things tighten as the construction covers more positions. Neighbouring positions' 1/(t+1)
-# differ by about 1/t², so layer 1's slopes grow as t² and amplify float32 rounding. And layer 2
+# differ by about 1/t², so L0's slopes grow as t² and amplify float32 rounding. And L1
 # must tell cos(0) from cos(ω) with ω = π / n_positions, so λ grows as n_positions²: at some
 # length float32 can no longer hold the 30-logit margin at logits that large.
 
@@ -108,7 +110,7 @@ plt.show()
 
 # %% [markdown]
 # In float32 the readout error grows with length, as the first effect predicts, but stays far
-# below half a position up to 4,096 positions; it is the second layer that breaks first (the
+# below half a position up to 4,096 positions; it is the second layer, L1, that breaks first (the
 # table above: at the largest size, its attention misses its target at some positions). A model
 # trained in float32 faces the same arithmetic: attending by exact offset far from the start
 # needs ever sharper attention.
@@ -144,13 +146,14 @@ pd.DataFrame([{"case": name, "distinct positions read in a row of 64": int(read[
 # %% [markdown]
 # ## The signal the proof relies on, in the trained NoPE models
 #
-# If a trained NoPE model uses Theorem 1's mechanism, some first-layer head attends nearly
+# If a trained NoPE model uses Theorem 1's mechanism, some first-layer (L0) head attends nearly
 # uniformly over the prefix with a fixed extra weight on BOS, so that its BOS weight falls as
-# 1/(t+1). For each first-layer head of the seed-0 copy and reverse NoPE models: the BOS weight
+# 1/(t+1). For each L0 head of the seed-0 copy and reverse NoPE models: the BOS weight
 # times (t + 1) (constant for such a head, 1 for exactly uniform attention) and the attention
 # entropy over log(t + 1) (1 for uniform), against the query position, averaged over 32
 # inspection sequences of every size n = 1..48. Computed once from the saved weights and cached
-# in `results/probes/first_layer_attention.csv`.
+# in `results/probes/first_layer_attention.csv`. The figure draws thick, and names, a head whose
+# entropy stays at least 0.9 of uniform's at every query position 1-33 (`L.uniform_heads`).
 
 # %%
 first = L.first_layer_table()  # every encoding, copy and reverse, seed 0 (cached)
@@ -162,14 +165,14 @@ plt.show()
 # %%
 theorem1 = L.first_layer_summary(nope_first, {"1-8": (1, 8), f"9-{train_last}": (9, train_last),
                                                f"{train_last + 1}-97": (train_last + 1, 97)})
-theorem1.round(2)
+theorem1.rename(index=lambda h: f"L0H{h}", level="head").round(2)
 
 # %% [markdown]
 # ## Probes: where do the trained models keep the absolute position?
 #
 # For the seed-0 model of every encoding on copy and reverse, a linear probe (ridge regression)
 # and a small MLP probe (one hidden layer of 64 ReLUs) are fitted to read the absolute position
-# t from each layer's hidden states (the embeddings, then the output of each of the 3 layers) on
+# t from each hidden state (the embeddings, then the output of each of the 3 layers, L0-L2) on
 # 32 sequences of every training size n = 1..16 (positions 0-33), and tested on 32 other
 # sequences of every size n = 1..48 (positions up to 97). Both are fitted on positions 0-33
 # only, so neither can be expected to read a position past 33: a regression fitted on a range
@@ -180,12 +183,15 @@ theorem1.round(2)
 # %%
 probes = L.position_probe_table()  # copy and reverse, every encoding, seed 0 (cached)
 summary = L.probe_summary(probes)
-print("mean absolute error of the probe (positions); training sizes: held-out sequences of n = 1-16")
-summary.unstack("probe").droplevel("seed").rename(index=L.label, level="encoding").round(1)
+print("mean absolute error of the probe (positions); training sizes: held-out sequences of n = 1-16;\n"
+      "encodings whose rows are the same share one")
+L.condensed_probe_table(summary)
 
 # %% [markdown]
 # The exact-match cliff of each seed-0 model (notebook 04's records): the largest n up to which
-# exact match stays at or above 50%, and the last input position its answer reaches.
+# exact match stays at or above 50%, and the last input position its answer reaches. The figure
+# after it draws, per task, every model at the hidden state its MLP probe reads best (top; the
+# model's cliff a dot on its line) and NoPE's every hidden state (bottom; its cliff a line).
 
 # %%
 grid0 = L.exact_match_frame(L.load_records(L.grid(seeds=[0])))
@@ -198,13 +204,14 @@ fig = L.plot_probe_errors(probes, reach, train_last, L.FIGURES_DIR / "08_positio
 plt.show()
 
 # %% [markdown]
-# Per model, the layer whose MLP probe reads the position best on held-out sequences of the
+# Per model, the hidden state whose MLP probe reads the position best on held-out sequences of the
 # training sizes, its error there and at positions 34-49 of longer sequences, beside the cliff
 # and the on-target score of its pointer head (notebook 05's cached scores) at n = 16 and 20:
 
 # %%
 mlp = summary.xs("mlp", level="probe").droplevel("seed")
 best = mlp.loc[mlp.groupby(["task", "encoding"])["training sizes"].idxmin()].reset_index("layer")
+best.insert(0, "hidden state", best.pop("layer").map(L.hidden_state_name))
 best = best.join(cliff.set_index(["task", "encoding"])[["cliff_n", "last_position"]])
 pointer = L.pointer_score_table(seeds=[0]).pivot_table(index=["task", "encoding"], columns="n", values="on_target")
 best = best.join(pointer[[16, 20]].rename(columns=lambda n: f"pointer at n = {n}"))
@@ -221,27 +228,27 @@ best.rename(index=L.label, level="encoding").round(2)
 # point does not apply to this construction: the value comes
 # from BOS alone, but every query averages over its own prefix, so every position receives its
 # own 1/(t+1). What this construction needs is stated above and shown: BOS first, the causal mask,
-# and attention that grows sharper with length (float32 loses layer 2's target by 4,096
+# and attention that grows sharper with length (float32 loses L1's target by 4,096
 # positions).
 #
 # **One trained NoPE model carries the signal cleanly: one head of the seed-0 copy model.** Its
-# first-layer head 3 attends almost uniformly (entropy 0.97 of uniform's over positions 1-8) with
+# first-layer head L0H3 attends almost uniformly (entropy 0.97 of uniform's over positions 1-8) with
 # about 1.4 times the uniform weight on BOS, and it keeps doing so past the training length (1.46
 # and 0.96 over positions 34-97): the 1/(t+1) signal of Theorem 1, and it extrapolates, as the
 # construction says such a head must (it is a property of the causal average, not of training).
-# The seed-0 reverse model's closest head does not hold steady: head 3 has 1.53 and 0.85 at
+# The seed-0 reverse model's closest head does not hold steady: L0H3 has 1.53 and 0.85 at
 # positions 1-8 but drifts to 1.03 and 0.68 at 34-97, past the training length. This rests on one
 # seed per task; other seeds were not examined.
 #
 # **Every seed-0 model encodes absolute position in distribution, NoPE included.** On held-out
 # sequences of the training sizes, NoPE's position is read to within 0.53 positions on average
-# after its first layer on copy (its embeddings give 6.3: they carry none), and to within 0.8
-# after layer 2 on reverse. The relative encodings do as well (0.6-1.0 at their best layer),
+# after its first layer (L0) on copy (its embeddings give 6.3: they carry none), and to within 0.8
+# after L1 on reverse. The relative encodings do as well (0.6-1.0 at their best hidden state),
 # although they are given no absolute position either: the causal mask and BOS are available to
 # them too. Sinusoidal and learned carry it from the embeddings (0.2 and 0.7-0.8 there).
 #
 # **The probes are not expected to read past their fitted range, so they say nothing about the
-# cliff.** At positions 34-49 of longer sequences the best layer's error jumps to 9.2 positions for
+# cliff.** At positions 34-49 of longer sequences the best hidden state's error jumps to 9.2 positions for
 # NoPE on copy and 12-20 for every other model (a linear probe can extrapolate a linear signal,
 # but these signals need not be linear in position). The probes were fitted on positions 0-33 only, so this
 # break at 33 is built in by the fitting range: it does not locate the models' exact-match cliff

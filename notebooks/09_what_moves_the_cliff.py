@@ -216,7 +216,8 @@ wall.groupby("intervention", sort=False)["wall time (min)"].agg(["count", "mean"
 # failure anatomy at n = 1-48, cached in `results/anatomy/interventions/`), beside the grid's
 # own models of seeds 0-2 ("none"). Exact match against n, the mean over the seeds trained; the
 # dashed line is the same with the length given, the dotted one the grid's model of the same
-# encoding:
+# encoding. Lines at 0% at every n would hide one another: they are drawn 1.5 points apart just
+# below 0, and each panel names them:
 
 # %%
 table = L.intervention_table()  # copy and reverse, every encoding, seeds 0-2, where a run exists
@@ -260,12 +261,13 @@ for metric, inside, at in [("EOS included", "n = 1-16", "n = 32"),
 
 # %% [markdown]
 # How far each configuration holds, per seed: the longest n up to which every length keeps 90%
-# exact match (the grid evaluates to n = 48, three times the training length).
+# exact match (the grid evaluates to n = 48, three times the training length); "—" where that
+# seed was not trained.
 
 # %%
 reach = summary.pivot_table(index=["intervention", "encoding"], columns=["task", "seed"], values="longest n >= 90%",
                             sort=False)
-reach.rename(index=L.label, level="encoding")
+L.with_blanks(reach.astype("Int64")).rename(index=L.label, level="encoding")
 
 # %% [markdown]
 # **One configuration meets the goal, on every seed: RoPE with coupled and randomized positions.**
@@ -383,7 +385,7 @@ for ax, task in zip(axes, ["copy", "reverse"]):
     drawn = L.draw_attention(task, best_enc, 0, layer, head, 32, ax=ax, intervention=best_name)
     scores = {n: float(L.pointer_scores(model, task, n)[layer, head]) for n in (16, 32, 48)}
     on = ", ".join(f"n = {n}: {v:.2f}" for n, v in scores.items())
-    print(f"{task}: layer {layer} head {head}; attention on target {on}; this row right: {drawn['correct']}")
+    print(f"{task}: L{layer}H{head}; attention on target {on}; this row right: {drawn['correct']}")
 fig.tight_layout()
 fig.savefig(L.FIGURES_DIR / "09_best_attention_n32.png", dpi=110)
 plt.show()

@@ -1,6 +1,7 @@
 """Benchmark helpers (small smoke runs, FLOP counting) and that every figure is labelled."""
 
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -357,9 +358,13 @@ def test_notebook_08_figures_carry_one_legend_each_and_labelled_panels():
         ]
     )  # fmt: skip
     fig = L.plot_probe_errors(probes, {"copy/nope": 3}, train_last=3)
-    assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
-    labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert labels[:3] == ["embeddings", "after layer 1", "after layer 2"] and "longer sequences" in labels
+    assert len(fig.legends) == 1 and all(ax.get_legend() is not None for ax in fig.axes)
+    assert_labelled(fig)
+    keys = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(k.startswith("longer sequences") for k in keys) and any("cliff" in k for k in keys)
+    assert len(fig.axes) == 4  # a panel per task of every model, then a panel per task of NoPE's layers
+    nope_layers = [t.get_text() for t in fig.axes[2].get_legend().get_texts()]
+    assert nope_layers == ["embeddings", "after L0", "after L1", "exact-match cliff (position 3)"]
     first = pd.DataFrame(
         [
             {"task": t, "encoding": "nope", "position": p, "head": h, "bos_weight": 0.5, "entropy": 1.0,
@@ -368,9 +373,89 @@ def test_notebook_08_figures_carry_one_legend_each_and_labelled_panels():
         ]
     )  # fmt: skip
     fig = L.plot_first_layer(first, train_last=2)
-    assert len(fig.legends) == 1 and [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["head 0", "head 1"]
+    assert len(fig.legends) == 1 and [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["L0H0", "L0H1"]
     assert_labelled(fig)
     plt.close("all")
+
+
+def test_probe_figure_draws_each_model_at_its_best_hidden_state_with_its_cliff_marked():
+    probes = pd.DataFrame(
+        [
+            {"probe": "mlp", "task": "copy", "encoding": e, "layer": k, "sizes": s, "position": p, "count": 1,
+             "mae": (0.1 if (e, k) in {("nope", 1), ("rope", 2)} else 1.0) * (10 if s == "longer" else 1)}
+            for e in ("nope", "rope") for k in range(3) for s in ("training", "longer") for p in range(8)
+        ]
+    )  # fmt: skip
+    assert L.best_probe_layers(probes) == {("copy", "nope"): 1, ("copy", "rope"): 2}
+    fig = L.plot_probe_errors(probes, {"copy/nope": 5, "copy/rope": 3}, train_last=3)
+    top = fig.axes[0]
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["NoPE (after L0)", "RoPE (after L1)"]
+    cliffs = [line for line in top.get_lines() if line.get_marker() == "o"]
+    assert [(list(c.get_xdata()), list(c.get_ydata())) for c in cliffs] == [([5], [1.0]), ([3], [1.0])]
+    assert not [line for line in top.get_lines() if list(line.get_xdata()) == [3, 3]]  # no vertical line on top
+    styles = {tuple(line.get_xdata()): line.get_linestyle() for line in top.get_lines() if line.get_marker() != "o"}
+    assert styles[(0, 1, 2, 3)] == "-" and styles[(3, 4, 5, 6, 7)] == "--"  # inside solid, longer dashed
+    assert all(ax.title.get_fontsize() >= 13 and ax.xaxis.label.get_fontsize() >= 12 for ax in fig.axes)
+    assert [L.hidden_state_name(i) for i in range(3)] == ["embeddings", "after L0", "after L1"]
+    plt.close(fig)
+
+
+def test_first_layer_figure_names_the_near_uniform_head_from_the_data():
+    def row(task, h, t):
+        uniform = h == 2 and task == "copy"  # uniform but for 1.4x on BOS: Theorem 1's head
+        bos, entropy = (1.4 / (t + 1), 0.97) if uniform else (0.5, 0.6)
+        return {"task": task, "encoding": "nope", "head": h, "position": t, "uniform_entropy": math.log(t + 1),
+                "bos_weight": bos, "entropy": entropy * math.log(t + 1)}  # fmt: skip
+
+    first = pd.DataFrame([row(task, h, t) for task in ("copy", "reverse") for h in range(4) for t in range(40)])
+    heads = L.uniform_heads(first, train_last=33)
+    assert heads[["task", "head"]].values.tolist() == [["copy", 2]]
+    assert heads["bos_x_t1"].iloc[0] == pytest.approx(1.4) and heads["entropy_ratio"].iloc[0] == pytest.approx(0.97)
+    fig = L.plot_first_layer(first, train_last=33)
+    copy_bos, reverse_bos = fig.axes[0], fig.axes[1]
+    widths = {line.get_label(): line.get_linewidth() for line in copy_bos.get_lines()}
+    assert widths["L0H2"] > 2 * widths["L0H0"]  # the head is drawn thick
+    notes = [t.get_text() for t in copy_bos.texts]
+    assert len(notes) == 1 and notes[0].startswith("L0H2") and "1.40x" in notes[0]
+    assert [t.get_text() for t in reverse_bos.texts][0].startswith("no head keeps 0.9")
+    keys = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert not any("lower values drawn here" in k for k in keys)  # no weight under the floor: no floor drawn
+    plt.close(fig)
+
+
+def test_construction_figure_names_a_floor_only_where_a_value_sits_on_it():
+    precision = pd.DataFrame(
+        [
+            {"n_positions": n, "position": t, "readout_error": 1e-6 * t, "attention_on_target": 1.0}
+            for n in (64, 128)
+            for t in range(n)
+        ]
+    )
+    fig = L.plot_construction_precision(precision)
+    readout, attention = ([t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes)
+    assert not any("exact (0)" in k for k in readout) and "1e-12: exact (0) drawn here" in attention
+    assert "L0" in fig.axes[0].get_title() and "L1" in fig.axes[1].get_title()  # layers named from 0
+    plt.close(fig)
+
+
+def test_condensed_probe_table_merges_rows_that_read_the_same():
+    rows = [
+        {"task": t, "encoding": e, "seed": 0, "layer": k, "probe": p, "training sizes": v, "positions 34-49": 2 * v}
+        for t in ("copy", "reverse") for e in ("rope", "nope", "sinusoidal") for k in range(2)
+        for p in ("linear", "mlp")
+        for v in [6.31 if k == 0 and e != "sinusoidal" else k + {"rope": 0.3, "nope": 0.5, "sinusoidal": 0.7}[e]]
+    ]  # fmt: skip
+    summary = pd.DataFrame(rows).set_index(["task", "encoding", "seed", "layer", "probe"])
+    table = L.condensed_probe_table(summary)
+    assert table.index.tolist() == [
+        ("embeddings", "NoPE, RoPE"),
+        ("embeddings", "Sinusoidal"),
+        ("after L0", "NoPE"),
+        ("after L0", "Sinusoidal"),
+        ("after L0", "RoPE"),
+    ]
+    assert table.loc[("embeddings", "NoPE, RoPE"), ("reverse", "positions 34-49", "mlp")] == 12.6
+    assert list(table.columns.get_level_values("task")) == ["copy"] * 4 + ["reverse"] * 4
 
 
 def test_a_shared_legend_fills_the_first_empty_panel_and_tasks_are_named_as_their_papers_do():
@@ -425,7 +510,7 @@ def test_figures_of_layers_heads_and_constructions_take_no_encodings_colour():
     figs.append(L.plot_construction_precision(precision))
     for fig in figs:
         assert_one_colour_per_encoding(fig)
-    zero_head = [line for line in first.axes[0].get_lines() if line.get_label() == "head 1"][0]
+    zero_head = [line for line in first.axes[0].get_lines() if line.get_label() == "L0H1"][0]
     assert min(zero_head.get_ydata()) == L.BOS_FLOOR  # a weight of 0 is drawn at the floor, not lost
     plt.close("all")
 

@@ -351,3 +351,36 @@ def test_the_explorer_offers_only_tasks_with_trained_grid_models(tmp_path):
     assert L.AttentionExplorer.trained_tasks([0], tmp_path, "copy") == ["copy", "reverse"]
     assert L.AttentionExplorer.trained_tasks([1], tmp_path, "copy") == ["copy"]
     assert L.AttentionExplorer.trained_tasks([0], L.RESULTS_DIR, "reverse") == ["copy", "reverse"]  # no hinted grid
+
+
+def test_plot_interventions_gives_every_line_its_own_style_and_shows_lines_at_zero():
+    import matplotlib.pyplot as plt
+
+    def rows(intervention, encoding, em):
+        return [
+            dict(intervention=intervention, task=task, encoding=encoding, seed=0, n=n, exact_match=em(n),
+                 length_given=1.0 if n <= 16 else 0.0)
+            for task in ("copy", "reverse") for n in range(1, 25)
+        ]  # fmt: skip
+
+    table = pd.DataFrame(
+        rows("none", "nope", lambda n: 1.0 if n <= 16 else 0.0)
+        + rows("none", "alibi", lambda n: 1.0 if n <= 16 else 0.0)
+        + rows("no EOS in loss", "nope", lambda n: 0.0)
+        + rows("no EOS in loss", "alibi", lambda n: 0.0)
+    )
+    fig = L.plot_interventions(table, train_max=16)
+    ax = fig.axes[0]
+    legend = ax.get_legend() or fig.axes[1].get_legend()
+    styles = {
+        t.get_text(): (h.get_linestyle(), h.get_color()) for t, h in zip(legend.get_texts(), legend.legend_handles)
+    }
+    keys = ["length given", "grid model (no intervention)", "longest training n (16)", "twice that (32)"]
+    assert len({styles[k] for k in keys}) == len(keys)  # no two marks drawn alike
+    assert len({styles[k][0] for k in keys[:3]}) == 3  # dashed, dotted, dash-dotted
+    at_zero = sorted({float(line.get_ydata()[0]) for line in ax.get_lines() if len(line.get_ydata()) > 2})
+    assert at_zero[:2] == [-2 * L.ZERO_STEP, -L.ZERO_STEP]  # the two lines at 0 drawn apart
+    note = ax.texts[0].get_text()
+    assert "NoPE, exact match" in note and "ALiBi, exact match" in note
+    assert ax.get_ylim()[0] < -2 * L.ZERO_STEP and ax.title.get_fontsize() >= 13
+    plt.close(fig)
