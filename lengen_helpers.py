@@ -6647,7 +6647,7 @@ def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path 
                 lw=1.6,
                 label=f"{label(enc)}, {what} ({seeds} seed{'s' * (seeds > 1)})",
             )
-    ax.axvline(train_max + 0.5, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
+    ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
     ax.set(
         title="Addition with and without the step outputs: exact match against size",
         xlabel="digits (the longer operand)",
