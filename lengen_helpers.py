@@ -2844,9 +2844,13 @@ def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16, x
 
 def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
     """Training loss against step, one panel per task, per encoding the median over seeds (which
-    one failed run does not pull) and their min-max band (log scale)."""
+    one failed run does not pull) and their min-max band (log scale). One legend for both panels,
+    below them where it hides no curve; the number of seeds is said once, in its title, when every
+    encoding has the same (else in each entry)."""
     tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.6), sharey=True, squeeze=False)
+    handles: dict[str, Any] = {}
+    counts: dict[str, set[int]] = {}  # encoding -> its numbers of seeds over the panels
     for ax, task in zip(axes[0], tasks):
         by_enc: dict[str, list] = {}
         for r in records:
@@ -2857,14 +2861,28 @@ def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = 
             losses = np.array([c["mean_loss"] for c in curves])
             steps = np.arange(losses.shape[1]) * every + every
             color = encoding_color(enc)
-            ax.plot(
-                steps, np.median(losses, axis=0), color=color, label=f"{label(enc)} (median of {len(curves)} seeds)"
-            )
+            (line,) = ax.plot(steps, np.median(losses, axis=0), color=color)
             ax.fill_between(steps, losses.min(axis=0), losses.max(axis=0), color=color, alpha=0.12, lw=0)
-        ax.set(title=f"{task}: training loss (band: min-max over seeds)", xlabel="step")
+            handles.setdefault(enc, line)
+            counts.setdefault(enc, set()).add(len(curves))
+        ax.set(title=f"{task}: training loss", xlabel="step")
         ax.set(ylabel="cross-entropy on targets (nats)", yscale="log")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    every_k = set().union(*counts.values()) if counts else set()
+    if len(every_k) == 1:  # the same number of seeds everywhere: said once
+        names, seeds = [label(e) for e in handles], f"the median of {every_k.pop()} seeds"
+    else:
+        seeds = "the median of the seeds"
+        names = [f"{label(e)} ({'/'.join(map(str, sorted(counts[e])))} seeds)" for e in handles]
+    fig.legend(
+        list(handles.values()),
+        names,
+        loc="lower center",
+        ncol=len(handles),
+        fontsize=9,
+        title=f"line: {seeds}; band: their min to max",
+        title_fontsize=9,
+    )
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))  # the legend, two rows, below
     save_figure(fig, path)
     return fig
 

@@ -3,6 +3,7 @@ where the prose puts them, categories that are not encodings kept out of the enc
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from support import curve, fake_record
 
 import lengen_helpers as L
 
@@ -21,4 +22,19 @@ def test_scratchpad_lengths_marks_the_longest_training_size_where_the_other_figu
     assert list(line.get_xdata()) == [8, 8]  # at the size itself, as figures 07 and 11 draw it
     assert line.get_label() == "longest training size (8 digits)"
     plt.close(fig)
+
+
+def test_training_curves_say_the_seeds_once_in_one_legend_below_the_panels():
+    recs = [fake_record(t, e, s, curve(16)) for t in ("copy", "reverse") for e in ("nope", "rope") for s in range(3)]
+    fig = L.plot_training_curves(recs)
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1  # over no panel
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["NoPE", "RoPE"]
+    assert "median of 3 seeds" in legend.get_title().get_text()
+    fig.canvas.draw()
+    box = legend.get_window_extent()
+    assert all(box.y1 < ax.get_window_extent().y0 for ax in fig.axes)  # below the panels
+    uneven = L.plot_training_curves(recs[:-1])  # RoPE on reverse: 2 seeds, said in its entry
+    assert [t.get_text() for t in uneven.legends[0].get_texts()] == ["NoPE (3 seeds)", "RoPE (2/3 seeds)"]
+    plt.close("all")
 
