@@ -3252,7 +3252,20 @@ def plot_settings_with_baseline(
             label=f"the baseline ({int(row['seeds'])} seeds, mean ± std)",
         )
         ax.set_xlim(0, 30)
-        ax.legend(fontsize=8)
+        ax.get_legend().remove()
+    # A setting whose curve lies on another's (padded batches on the grid's settings) stays
+    # visible: every setting after the first is marked at each n as well, in hollow markers.
+    settings = list(dict.fromkeys(frame["encoding"]))
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            for i, s in enumerate(settings[1:], start=1):
+                if line.get_label().startswith(f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ("):
+                    line.set(marker=("o", "s", "^", "D")[(i - 1) % 4], ms=5, mfc="none", mew=1, zorder=3 + i)
+    handles: dict[str, Any] = {}  # one legend below both panels, where it covers no curve
+    for ax in fig.axes:
+        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=math.ceil(len(handles) / 2), fontsize=9)
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 

@@ -3,6 +3,7 @@ where the prose puts them, categories that are not encodings kept out of the enc
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import pytest
 from support import curve, fake_record
 
 import lengen_helpers as L
@@ -38,3 +39,19 @@ def test_training_curves_say_the_seeds_once_in_one_legend_below_the_panels():
     assert [t.get_text() for t in uneven.legends[0].get_texts()] == ["NoPE (3 seeds)", "RoPE (2/3 seeds)"]
     plt.close("all")
 
+
+@pytest.mark.results
+def test_sinusoidal_ablation_legend_sits_below_and_every_entry_is_visible():
+    sin = [fake_record("copy", "sinusoidal", s, curve(16)) for s in (0, 1)]
+    padded = [fake_record("copy", "sinusoidal", s, curve(16)) for s in (0, 1)]  # the same curve
+    for r in padded:
+        r["config"]["packed"] = False
+    frame = L.settings_frame(sin + padded)
+    assert frame["encoding"].nunique() == 2, "the padded runs are a setting of their own"
+    fig = L.plot_settings_with_baseline(frame, "sinusoidal")
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    fig.canvas.draw()
+    assert fig.legends[0].get_window_extent().y1 < fig.axes[0].get_window_extent().y0
+    lines = [x for x in fig.axes[0].get_lines() if x.get_label().startswith("Sinusoidal")]
+    assert lines[0].get_marker() in ("None", "", None) and lines[1].get_marker() == "o"  # on the first: marked
+    plt.close(fig)
