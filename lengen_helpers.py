@@ -2943,10 +2943,15 @@ def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: boo
     return pd.DataFrame(p, index=list(names), columns=list(names))
 
 
-def with_blanks(table, blank: str = "—"):
+def with_blanks(table, blank: str = "—", decimals: int | None = None):
     """`table` for reading: a cell with nothing to show (NaN: no such pair, size or figure) prints
-    as `blank` instead of NaN; every other cell is unchanged."""
-    return table.astype(object).where(table.notna(), blank)
+    as `blank` instead of NaN; every other cell is unchanged, or with `decimals`, each float cell
+    is written with that many decimals (as a float column prints: 1.00 beside 0.91, not 1.0)."""
+    shown = table.astype(object).where(table.notna(), blank)
+    if decimals is not None:
+        for col in table.columns[[pd.api.types.is_float_dtype(t) for t in table.dtypes]]:
+            shown[col] = [blank if pd.isna(v) else f"{v:.{decimals}f}" for v in table[col]]
+    return shown
 
 
 def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):

@@ -4,7 +4,10 @@ where the prose puts them, categories that are not encodings kept out of the enc
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
+import torch
+from matplotlib.colors import to_rgba
 from support import curve, fake_record
+from test_sum_families import write_scored
 
 import lengen_helpers as L
 
@@ -55,3 +58,10 @@ def test_sinusoidal_ablation_legend_sits_below_and_every_entry_is_visible():
     lines = [x for x in fig.axes[0].get_lines() if x.get_label().startswith("Sinusoidal")]
     assert lines[0].get_marker() in ("None", "", None) and lines[1].get_marker() == "o"  # on the first: marked
     plt.close(fig)
+
+
+def test_with_blanks_keeps_a_columns_decimals_when_asked():
+    table = pd.DataFrame({"p": [float("nan"), 1.0, 0.914], "name": ["a", "b", "c"]}).round(2)
+    shown = L.with_blanks(table, decimals=2)
+    assert shown["p"].tolist() == ["—", "1.00", "0.91"] and shown["name"].tolist() == ["a", "b", "c"]
+    assert L.with_blanks(table).loc[1, "p"] == 1.0  # without `decimals`, numbers stay numbers
