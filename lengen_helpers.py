@@ -3481,7 +3481,8 @@ def draw_attention(
         if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
             valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
             raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
-    batch = inspection_batch(task, n, max(64, example + 1), config=c)
+    scored = max(64, example + 1)  # sequences the on-target score averages over
+    batch = inspection_batch(task, n, scored, config=c)
     head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
     q, k = answer_sources(task, n)
     rows = head_maps[example, q].numpy()
@@ -3500,8 +3501,9 @@ def draw_attention(
     ax.scatter(
         k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
     )
-    ax.axvline(sep, color="white", lw=0.6, ls=":")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.axvline(sep, color="white", lw=0.8, ls=":", label="SEP (the prompt ends)")
+    ax.legend(fontsize=9, loc="upper right", facecolor="0.2", edgecolor="0.6", labelcolor="white", markerscale=1.6)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
     ax.set(
         title=f"{label(encoding)}{'' if intervention == 'none' else f' ({intervention})'} {task} L{layer}H{head}, "
         f"n={n}: on-target {score:.2f}",
@@ -3511,6 +3513,7 @@ def draw_attention(
     return {
         "attention": rows,
         "on_target": score,
+        "scored_over": scored,
         "generated": generated.tolist(),
         "target": target.tolist(),
         "generated symbols": " ".join(cfg.make_task().decode(generated.tolist())),
@@ -3536,9 +3539,17 @@ def plot_pointer_heads(
         layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
         for ax, n in zip(row, lengths):
             last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
-            draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir, colorbar=last)
-    fig.suptitle(f"{task}: each seed-0 model's pointer head at n = 16 and n = 32 (one example; score over 64)")
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
+            drawn = draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir, colorbar=last)
+    lines = [
+        f"{task}: each seed-0 model's pointer head (the head that attends most to the symbol it must output next,"
+        f" chosen at n = 16), at {' and '.join(f'n = {n}' for n in lengths)}.",
+        "Each heatmap: one sequence. 'On-target' in its title: the head's mean attention weight on the ringed"
+        f" cells (where y_i is), over {drawn['scored_over']} sequences.",
+    ]
+    wrapped = [textwrap.fill(line, width=int(11 * fig.get_figwidth())) for line in lines]
+    fig.suptitle("\n".join(wrapped), fontsize=11)
+    rows_of_text = sum(w.count("\n") + 1 for w in wrapped)
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.1 + 0.16 * rows_of_text) / fig.get_figheight()))
     save_figure(fig, path, dpi=100)
     return fig
 

@@ -65,3 +65,22 @@ def test_with_blanks_keeps_a_columns_decimals_when_asked():
     shown = L.with_blanks(table, decimals=2)
     assert shown["p"].tolist() == ["—", "1.00", "0.91"] and shown["name"].tolist() == ["a", "b", "c"]
     assert L.with_blanks(table).loc[1, "p"] == 1.0  # without `decimals`, numbers stay numbers
+
+
+def test_pointer_heads_say_what_the_score_is_and_name_every_line(tmp_path):
+    torch.manual_seed(0)
+    for enc in ("nope", "rope"):  # untrained weights where the grid's would be
+        cfg = L.make_run("reverse", enc, 0)
+        path = L.weights_path(tmp_path, cfg)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(L.DecoderOnlyLM(cfg.model).state_dict(), path)
+    fig = L.plot_pointer_heads("reverse", ["nope", "rope"], lengths=(8,), results_dir=tmp_path)
+    title = fig._suptitle.get_text()
+    assert "score over" not in title and "mean attention weight" in " ".join(title.split())
+    assert "over 64 sequences" in " ".join(title.split())
+    for ax in fig.axes[:2]:
+        legend = ax.get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == ["source of y_i", "SEP (the prompt ends)"]
+        assert all(t.get_fontsize() >= 9 for t in legend.get_texts())
+        assert ax.get_title().endswith(f"on-target {float(ax.get_title().split()[-1]):.2f}")
+    plt.close(fig)
