@@ -6726,6 +6726,16 @@ def step_or_answer(curves, sizes: Sequence[int] = range(9, 17), runs: Iterable[t
     return table.rename(index=label, level="encoding")
 
 
+def step_or_answer_by_size(table, sizes: Sequence[int] | None = None):
+    """`step_or_answer`'s long table (encoding x n rows) wide: one row per encoding, each measure
+    a header over one column per size (`sizes`, default every size in the table), encodings in
+    the table's order."""
+    got = table if sizes is None else table[table.index.get_level_values("n").isin(list(sizes))]
+    order = list(dict.fromkeys(got.index.get_level_values("encoding")))
+    wide = got.unstack("n").reindex(order)
+    return wide.rename_axis(columns=[None, "n (digits)"])
+
+
 @torch.no_grad()
 def step_attention(
     model: DecoderOnlyLM, task: WithScratchpad, n: int, n_examples: int = 64, seed: int = INSPECTION_SEED

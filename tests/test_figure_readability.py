@@ -84,3 +84,18 @@ def test_pointer_heads_say_what_the_score_is_and_name_every_line(tmp_path):
         assert all(t.get_fontsize() >= 9 for t in legend.get_texts())
         assert ax.get_title().endswith(f"on-target {float(ax.get_title().split()[-1]):.2f}")
     plt.close(fig)
+
+
+def test_step_or_answer_by_size_is_one_row_per_encoding_a_column_per_size():
+    long = pd.DataFrame(
+        [
+            {"encoding": e, "n": n, "exact match (%)": 1.0 * n, "steps right (%)": 2.0 * n}
+            for e in ("ALiBi", "NoPE")
+            for n in range(9, 17)
+        ]
+    ).set_index(["encoding", "n"])
+    wide = L.step_or_answer_by_size(long, sizes=range(9, 13))
+    assert wide.index.tolist() == ["ALiBi", "NoPE"]  # the table's order, not sorted
+    assert wide.columns.tolist() == [(m, n) for m in ("exact match (%)", "steps right (%)") for n in range(9, 13)]
+    assert wide.loc["NoPE", ("steps right (%)", 12)] == 24.0
+    assert L.step_or_answer_by_size(long).shape == (2, 16)  # every size by default
