@@ -7753,13 +7753,20 @@ def structured_goal(configs: Sequence[RunConfig], results_dir: str | Path = ADDI
     return pd.DataFrame(rows).set_index(by)
 
 
-def plot_structured(runs: dict[str, list[RunConfig]], path: Path | None = None, results_dir: str | Path = ADDITION_DIR):
+def plot_structured(
+    runs: dict[str, list[RunConfig]],
+    path: Path | None = None,
+    results_dir: str | Path = ADDITION_DIR,
+    note: str | None = None,
+):
     """Exact match against digits for each configuration (label -> its seeds' runs; one encoding
     each, drawn in its colour, a line style per configuration): left on random sums (mean of the
-    seeds, band their range), right the worst family at each size scored (the lowest over the
-    families and seeds)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
+    seeds, band their range), its y axis zoomed to where they lie (said in its label) when all
+    lie high; right the worst family at each size scored (the lowest over the families and
+    seeds), on 0-100%. `note`: a title for the legend (what a label's terms mean)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
     styles = ("--", "-", ":", "-.")
+    lowest, families = 100.0, 0
     for i, (name, configs) in enumerate(runs.items()):
         records = [read_record(p) for c in configs if (p := record_path(Path(results_dir), c)).exists()]
         if not records:
@@ -7770,20 +7777,31 @@ def plot_structured(runs: dict[str, list[RunConfig]], path: Path | None = None, 
         tag = f"{name} ({len(records)} seed{'s' if len(records) > 1 else ''})"
         left.plot(random.columns, 100 * random.mean(), color=color, ls=style, lw=2, label=tag)
         left.fill_between(random.columns, 100 * random.min(), 100 * random.max(), color=color, alpha=0.15)
+        lowest = min(lowest, 100 * float(random.min().min()))
         worst = pd.concat([pd.DataFrame([s[f] for s in scores]).min() for f in scores[0] if f != "random"], axis=1)
+        families = max(families, worst.shape[1])
         right.plot(worst.index, 100 * worst.min(axis=1), color=color, ls=style, lw=2, marker=".", label=tag)
     top = max(c.eval_max_len for configs in runs.values() for c in configs)
     ticks = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n <= top]
-    for ax, title in ((left, "Random sums: exact match against digits"), (right, "The worst structured family")):
+    floor = min(math.floor(lowest), 99) if lowest >= 50 else None  # all high: zoom to where they lie
+    zoom = f" (y axis from {floor}%)" if floor is not None else ""
+    titles = (
+        (left, f"Random sums: exact match against digits{zoom}"),
+        (right, f"The worst of the {families} structured families" if families else "The worst structured family"),
+    )
+    for ax, title in titles:
         ax.axvline(8, color="gray", ls=":", lw=1, label="longest training size (8 digits)")
         ax.set(title=title, xlabel="digits per operand", xscale="log", ylim=(-3, 105))
         ax.set_xticks(ticks, [str(n) for n in ticks])
         ax.minorticks_off()
+    if floor is not None:
+        left.set_ylim(floor - 0.05 * (100 - floor), 100 + 0.05 * (100 - floor))
     left.set_ylabel("exact match (%, band = min-max over seeds)")
-    right.set_ylabel("lowest over the families and seeds (%)")
+    right.set_ylabel("lowest exact match (%, families and seeds)")
     handles, labels = left.get_legend_handles_labels()  # the same configurations on both sides
-    fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=9)
-    fig.tight_layout(rect=(0, (0.15 + 0.27 * math.ceil(len(labels) / 3)) / fig.get_figheight(), 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=9, title=note, title_fontsize=9)
+    rows = math.ceil(len(labels) / 3) + (note is not None)
+    fig.tight_layout(rect=(0, (0.15 + 0.27 * rows) / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 

@@ -86,6 +86,21 @@ def test_pointer_heads_say_what_the_score_is_and_name_every_line(tmp_path):
     plt.close(fig)
 
 
+def test_structured_sums_zoom_where_random_sums_lie_and_say_so(tmp_path):
+    runs = {"before (P = 100)": [L.addition_run(*L.ADDITION_BEST, seed=s) for s in range(2)]}
+    for s, cfg in enumerate(runs["before (P = 100)"]):
+        em = {n: 1.0 if n % 7 else 0.984 + 0.002 * s for n in range(1, 65)}  # lowest 98.4%
+        write_scored(tmp_path, cfg, em, {"all zeros": {n: 0.0 for n in em}, "no carry": em})
+    fig = L.plot_structured(runs, results_dir=tmp_path, note="P: the number of digit places")
+    left, right = fig.axes
+    low, high = left.get_ylim()
+    assert 97 < low < 98 and 100 < high < 100.2 and "(y axis from 98%)" in left.get_title()
+    assert right.get_ylim()[0] < 0 and "exact match" in right.get_ylabel()  # the families: 0-100%
+    assert right.get_title() == "The worst of the 2 structured families"
+    assert fig.legends[0].get_title().get_text() == "P: the number of digit places"
+    plt.close(fig)
+
+
 def test_step_or_answer_by_size_is_one_row_per_encoding_a_column_per_size():
     long = pd.DataFrame(
         [
