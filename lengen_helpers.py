@@ -7838,73 +7838,113 @@ def plain_arm(arm: str, encoding: str, settings: str = "") -> str:
 
 
 def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
-    """Exact match against digits (1-64). Left: the best configuration (mean of its seeds, the
-    band their range), the pilot's other arms that learned in distribution, and the ten-task
-    grid's addition (mean over its seeds per encoding) with the paper's NoPE figure. Right: the
-    ablation (one seed each), beside the best configuration as on the left."""
+    """Exact match against digits (1-64), in four panels, each with the best configuration (mean
+    of its seeds, the band their range) for reference and a legend of its own lines only: (a)
+    the pilot's other arms that learned in distribution (dotted: no window); (b) the ten-task
+    grid's addition, the mean over its seeds per encoding, with the paper's NoPE figure; (c)
+    the ablation's other encodings with the best's recipe; (d) the ablation's changes of one
+    ingredient with the best's encoding, named in words (`ADDITION_ABLATION`) and drawn in
+    colours no encoding takes (they are not encodings). One legend below the panels names what
+    every panel shares."""
     arm, enc = ADDITION_BEST
     best_arm = addition_arm(addition_run(arm, enc))
-    fig, axes = plt.subplots(1, 2, figsize=(14, 8.5), sharey=True)
+    fig, axes = plt.subplots(2, 2, figsize=(16, 10), sharey=True)
+    (ax_pilot, ax_grid), (ax_enc, ax_ingredient) = axes
     is_best = (curves["arm"] == best_arm) & (curves["encoding"] == enc) & (curves["settings"] == "")
     best = curves[is_best].groupby("n")["exact_match"]
     seeds = curves[is_best]["seed"].nunique()
-    for ax in axes:
-        ax.plot(
-            best.mean().index,
-            100 * best.mean(),
-            color=encoding_color(enc),
-            lw=3,
-            label=f"{plain_arm(best_arm, enc)} ({seeds} seeds; the best)",
-        )
-        ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
-    axes[0].fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color=encoding_color(enc), alpha=0.2)
+    shared = []
+    for ax in axes.flat:
+        shared = [
+            ax.plot(best.mean().index, 100 * best.mean(), color=encoding_color(enc), lw=3)[0],
+            ax.axvline(train_max, color="gray", ls=":", lw=1),
+        ]
+        ax.fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color=encoding_color(enc), alpha=0.2)
+    shared_labels = [
+        f"{plain_arm(best_arm, enc)} ({seeds} seeds; the best), in every panel",
+        f"longest training size ({train_max} digits)",
+    ]
     pilot = curves[(curves["stage"] == "pilot") & ~is_best]
-    for (a, e, st), g in pilot.groupby(["arm", "encoding", "settings"], sort=False):
-        if g[g["n"] <= train_max]["exact_match"].mean() >= 0.9:  # those that learned in distribution
-            style = "-" if "window" in a else ":"  # the window: solid
-            axes[0].plot(
-                g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.2, label=plain_arm(a, e, st)
-            )
+    learned = [
+        (a, e, st, g)
+        for (a, e, st), g in pilot.groupby(["arm", "encoding", "settings"], sort=False)
+        if g[g["n"] <= train_max]["exact_match"].mean() >= 0.9  # those that learned in distribution
+    ]
+    # the ingredients every arm drawn shares go to the title; each entry names the rest
+    common = set.intersection(*(set(a.split(" + ")) for a, *_ in learned)) if learned else set()
+    for a, e, st, g in learned:
+        rest = " + ".join(p for p in a.split(" + ") if p not in common)
+        entry = plain_arm(rest, e, st) if rest else plain_arm("", e, st).replace(": ", "", 1)
+        style = "-" if "window" in a else ":"  # the window: solid
+        ax_pilot.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.6, label=entry)
+    first = next((a for a, *_ in learned), "")
+    shared_words = ", ".join(ARM_WORDS.get(p, p) for p in first.split(" + ") if p in common)
     for e, g in grid.groupby("encoding", sort=False):
         m = g.groupby("n")["exact_match"].mean()
-        axes[0].plot(
-            m.index, 100 * m, color=encoding_color(e), ls="--", lw=1, label=f"{label(e)}: the grid, paper's format"
-        )
-    axes[0].hlines(
+        ax_grid.plot(m.index, 100 * m, color=encoding_color(e), ls="--", lw=1.4, label=label(e))
+    ax_grid.hlines(
         100 * paper_nope,
         train_max + 1,
         2 * train_max,
         color=encoding_color("nope"),
         ls="-.",
-        lw=2,
-        label="NoPE: the paper (OOD mean)",
+        lw=2.5,
+        label="NoPE: the paper (its out-of-distribution mean)",
     )
+    words = {}  # an ablation run's (arm, encoding, settings) -> what it changes, in words
+    for what, a, e, kw in ADDITION_ABLATION:
+        cfg = addition_run(a, e, **kw)
+        words[(addition_arm(cfg), e, addition_settings(cfg))] = what
     ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
-    seen: dict[str, int] = {}
-    styles = ("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)), (0, (8, 2)))
-    for (a, e, st), g in ablation:  # each encoding its colour; runs that share one, a style each
-        style = styles[seen.setdefault(e, 0) % len(styles)]
-        seen[e] += 1
-        axes[1].plot(
-            g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.4, label=plain_arm(a, e, st)
-        )
-    titles = ["Exact match against digits: what holds", "The ablation: one ingredient changed (each seed 0)"]
-    for ax, title in zip(axes, titles):
+    changed = 0
+    styles = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
+    for (a, e, st), g in ablation:
+        if e != enc and a == best_arm and st == "":  # the recipe kept, the encoding changed
+            ax_enc.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.6, label=label(e))
+        else:  # the encoding kept, one ingredient changed: no encoding's colour
+            what = words.get((a, e, st), plain_arm(a, e, st))
+            style, color = styles[changed % len(styles)], ordinal_color(changed)
+            ax_ingredient.plot(
+                g["n"],
+                100 * g["exact_match"],
+                color=color,
+                ls=style,
+                lw=1.8,
+                marker="o^sDv"[changed % 5],
+                ms=4,
+                markevery=0.08,
+                label=what,
+            )  # fmt: skip  (markers: a line on the best's, as the window of 1 is, stays visible)
+            changed += 1
+    titles = {
+        ax_pilot: "(a) The pilot's arms that learned in distribution" + (f": {shared_words}" if shared_words else ""),
+        ax_grid: "(b) The ten-task grid's addition: the paper's format (mean of its seeds)",
+        ax_enc: "(c) Ablation, seed 0: the same recipe, another encoding",
+        ax_ingredient: f"(d) Ablation, seed 0: {label(enc)}, one ingredient changed",
+    }
+    for ax, title in titles.items():
         ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-3, 108))
         ax.set_xticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), ncol=1)
-    fig.tight_layout()
+        ax.minorticks_off()
+    for ax in axes.flat:  # each panel's legend beside it, over no line; long entries wrapped
+        handles, labels = ax.get_legend_handles_labels()
+        labels = [textwrap.fill(t, 30) for t in labels]
+        title = "dotted: no window" if ax is ax_pilot else None
+        ax.legend(handles, labels, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1), title=title)
+    fig.legend(shared, shared_labels, loc="lower center", ncol=2, fontsize=10)
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 
 
 def plot_column_attention(table, n: int, path: Path | None = None):
-    """Stacked bars per (layer, head): where the answer queries' attention goes at size n."""
+    """Stacked bars per (layer, head): where the answer queries' attention goes at size n. The
+    targets are no encodings: they take the colours no encoding takes (`ordinal_color`)."""
     wide = table.pivot_table(index=["layer", "head"], columns="target", values="weight", sort=False)
     fig, ax = plt.subplots(figsize=(9.5, 3.8))
     bottom = np.zeros(len(wide))
-    for target in ["its column", "the column below", "the answer so far", "elsewhere"]:
-        ax.bar(range(len(wide)), wide[target], bottom=bottom, label=target)
+    for i, target in enumerate(["its column", "the column below", "the answer so far", "elsewhere"]):
+        ax.bar(range(len(wide)), wide[target], bottom=bottom, label=target, color=ordinal_color(i))
         bottom += wide[target].to_numpy()
     ax.set_xticks(range(len(wide)), [f"L{layer}H{head}" for layer, head in wide.index])
     ax.set(

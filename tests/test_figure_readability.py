@@ -101,6 +101,34 @@ def test_structured_sums_zoom_where_random_sums_lie_and_say_so(tmp_path):
     plt.close(fig)
 
 
+def test_column_attention_keeps_its_targets_out_of_the_encodings_colours():
+    targets = ["its column", "the column below", "the answer so far", "elsewhere"]
+    table = pd.DataFrame([{"layer": 0, "head": h, "target": t, "weight": 0.25} for h in range(2) for t in targets])
+    fig = L.plot_column_attention(table, 32)
+    (ax,) = fig.axes
+    taken = {to_rgba(L.encoding_color(e)) for e in L.encoding_names()}
+    colours = [to_rgba(h.get_facecolor()) for h in ax.get_legend().legend_handles]
+    assert len(set(colours)) == 4 and not set(colours) & taken
+    assert colours == [to_rgba(L.ordinal_color(i)) for i in range(4)]
+    plt.close(fig)
+
+
+@pytest.mark.results
+def test_addition_lengths_legends_are_short_and_tell_their_lines_apart():
+    paper_nope = L.paper_figures()["ood_exact_match_other_tasks"]["addition"]["nope"]
+    fig = L.plot_addition_lengths(L.addition_curves(), L.ten_task_addition_curves(), paper_nope)
+    assert len(fig.axes) == 4 and len(fig.legends) == 1  # what every panel shares: said once, below
+    fig.canvas.draw()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        entries = legend.legend_handles
+        assert 1 <= len(entries) <= 8, f"{ax.get_title()!r}: {len(entries)} entries"
+        looks = [(to_rgba(h.get_color()), str(h.get_linestyle()), h.get_marker(), h.get_linewidth()) for h in entries]
+        assert len(set(looks)) == len(looks), f"{ax.get_title()!r}: two entries drawn alike"
+        assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # beside the panel, over no line
+    plt.close(fig)
+
+
 def test_step_or_answer_by_size_is_one_row_per_encoding_a_column_per_size():
     long = pd.DataFrame(
         [
