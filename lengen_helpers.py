@@ -7275,6 +7275,46 @@ def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
     return pd.DataFrame(rows)
 
 
+def addition_view(rows, costs: bool = False, name_best: bool = True):
+    """Rows of `addition_table` for reading, narrow: each run named in words (with `name_best`,
+    the best configuration's runs as such; an ablation run by what it changes,
+    `ADDITION_ABLATION`; any other by `plain_arm`, its seed if not 0, less the ingredients every
+    row shares, which the index's name states), exact match (%) under one header with the sizes
+    below it, the longest size held and the final loss; `costs` adds compute (copy runs) and wall
+    time (min). Numbers to one decimal, the loss to three. `addition_table` has every column."""
+    best = (addition_arm(addition_run(*ADDITION_BEST)), ADDITION_BEST[1], "")
+    words = {}
+    for what, a, e, kw in ADDITION_ABLATION:
+        cfg = addition_run(a, e, **kw)
+        words[(addition_arm(cfg), e, addition_settings(cfg))] = what
+    shared = set.intersection(*(set(a.split(" + ")) for a in rows["arm"])) if len(rows) else set()
+
+    def name(r) -> str:
+        key = (r["arm"], r["encoding"], r["settings"])
+        if name_best and key == best:
+            return f"the best configuration, seed {r['seed']}"
+        if r["stage"] == "ablation" and key in words:
+            return words[key]
+        rest = " + ".join(p for p in r["arm"].split(" + ") if p not in shared)
+        named = plain_arm(rest, r["encoding"], r["settings"]) if rest else label(r["encoding"])
+        if not rest and r["settings"]:
+            named += f" ({plain_arm('', r['encoding'], r['settings']).split(' (', 1)[1]}"
+        return named + (f", seed {r['seed']}" if r["seed"] else "")
+
+    first = rows["arm"].iloc[0].split(" + ") if len(rows) else []
+    every = ", ".join(ARM_WORDS.get(p, p) for p in first if p in shared)
+    sizes = {"in distribution (%)": "1-8"} | {f"{n} digits (%)": str(n) for n in (9, 12, 16, 32, 64)}
+    header = pd.MultiIndex.from_product([["exact match (%)"], sizes.values()])
+    out = rows[list(sizes)].round(1).set_axis(header, axis=1)
+    out[("holds to", "digits")] = rows["holds to (digits)"]
+    out[("final", "loss")] = rows["final loss"].round(3)
+    if costs:
+        out[("copy", "runs")] = rows["copy runs"].round(1)
+        out[("wall", "min")] = rows["wall (min)"].round(1)
+    index_name = f"run (every one: {every})" if every else "run"
+    return out.set_axis(pd.Index([name(r) for _, r in rows.iterrows()], name=index_name), axis=0)
+
+
 def addition_goal(results_dir: str | Path = ADDITION_DIR):
     """The goal (`ADDITION_GOAL`) per seed of the best configuration: exact match (%) in
     distribution, at 16 and at 32 digits, whether each meets its floor, and the longest n held at

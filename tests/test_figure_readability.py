@@ -142,3 +142,17 @@ def test_step_or_answer_by_size_is_one_row_per_encoding_a_column_per_size():
     assert wide.columns.tolist() == [(m, n) for m in ("exact match (%)", "steps right (%)") for n in range(9, 13)]
     assert wide.loc["NoPE", ("steps right (%)", 12)] == 24.0
     assert L.step_or_answer_by_size(long).shape == (2, 16)  # every size by default
+
+
+@pytest.mark.results
+def test_addition_view_names_runs_in_words_and_fits_120_columns():
+    table = L.addition_table(1.0)
+    keep = table["stage"].isin(["seeds", "ablation"]) | ((table["encoding"] == "rope") & (table["settings"] == ""))
+    view = L.addition_view(table[keep])
+    assert "window of 1 place" in view.index and "the best configuration, seed 1" in view.index
+    assert view[("exact match (%)", "64")].tolist() == table[keep]["64 digits (%)"].round(1).tolist()
+    with pd.option_context("display.max_colwidth", None, "display.width", 1000, "display.max_columns", None):
+        assert max(len(line) for line in view.to_string().splitlines()) <= 120
+    pilot = L.addition_view(table[table["stage"] == "pilot"], costs=True, name_best=False)
+    assert pilot.index.name == "run (every one: answer reversed)" and "RoPE: digit places" in pilot.index
+    assert ("copy", "runs") in pilot.columns and ("wall", "min") in pilot.columns
