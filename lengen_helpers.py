@@ -2845,9 +2845,13 @@ def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16, x
 
 def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
     """Training loss against step, one panel per task, per encoding the median over seeds (which
-    one failed run does not pull) and their min-max band (log scale)."""
+    one failed run does not pull) and their min-max band (log scale). One legend for both panels,
+    below them where it hides no curve; the number of seeds is said once, in its title, when every
+    encoding has the same (else in each entry)."""
     tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.6), sharey=True, squeeze=False)
+    handles: dict[str, Any] = {}
+    counts: dict[str, set[int]] = {}  # encoding -> its numbers of seeds over the panels
     for ax, task in zip(axes[0], tasks):
         by_enc: dict[str, list] = {}
         for r in records:
@@ -2858,14 +2862,28 @@ def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = 
             losses = np.array([c["mean_loss"] for c in curves])
             steps = np.arange(losses.shape[1]) * every + every
             color = encoding_color(enc)
-            ax.plot(
-                steps, np.median(losses, axis=0), color=color, label=f"{label(enc)} (median of {len(curves)} seeds)"
-            )
+            (line,) = ax.plot(steps, np.median(losses, axis=0), color=color)
             ax.fill_between(steps, losses.min(axis=0), losses.max(axis=0), color=color, alpha=0.12, lw=0)
-        ax.set(title=f"{task}: training loss (band: min-max over seeds)", xlabel="step")
+            handles.setdefault(enc, line)
+            counts.setdefault(enc, set()).add(len(curves))
+        ax.set(title=f"{task}: training loss", xlabel="step")
         ax.set(ylabel="cross-entropy on targets (nats)", yscale="log")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    every_k = set().union(*counts.values()) if counts else set()
+    if len(every_k) == 1:  # the same number of seeds everywhere: said once
+        names, seeds = [label(e) for e in handles], f"the median of {every_k.pop()} seeds"
+    else:
+        seeds = "the median of the seeds"
+        names = [f"{label(e)} ({'/'.join(map(str, sorted(counts[e])))} seeds)" for e in handles]
+    fig.legend(
+        list(handles.values()),
+        names,
+        loc="lower center",
+        ncol=len(handles),
+        fontsize=9,
+        title=f"line: {seeds}; band: their min to max",
+        title_fontsize=9,
+    )
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))  # the legend, two rows, below
     save_figure(fig, path)
     return fig
 
@@ -2926,19 +2944,20 @@ def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: boo
     return pd.DataFrame(p, index=list(names), columns=list(names))
 
 
-def with_blanks(table, blank: str = "—"):
+def with_blanks(table, blank: str = "—", decimals: int | None = None):
     """`table` for reading: a cell with nothing to show (NaN: no such pair, size or figure) prints
-    as `blank` instead of NaN. A float column keeps one number of decimals for all its cells, the
-    most any of them needs (round the table first), as pandas prints a float column."""
+    as `blank` instead of NaN. A float column is written with `decimals` decimals, or (None) with
+    the most any of its cells needs (round the table first), one number for the whole column as a
+    float column prints (1.00 beside 0.91, not 1.0)."""
 
-    def decimals(x: float) -> int:
+    def needed(x: float) -> int:
         text = repr(float(x))
         return 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
 
     out = table.astype(object).where(table.notna(), blank)
     for j, (_, col) in enumerate(table.items()):
         if pd.api.types.is_float_dtype(col) and col.notna().any():
-            d = max(1, min(6, max(decimals(v) for v in col.dropna())))
+            d = decimals if decimals is not None else max(1, min(6, max(needed(v) for v in col.dropna())))
             out.iloc[:, j] = [blank if pd.isna(v) else f"{v:.{d}f}" for v in col]
     return out
 
@@ -3246,7 +3265,20 @@ def plot_settings_with_baseline(
             label=f"the baseline ({int(row['seeds'])} seeds, mean ± std)",
         )
         ax.set_xlim(0, 30)
-        ax.legend(fontsize=8)
+        ax.get_legend().remove()
+    # A setting whose curve lies on another's (padded batches on the grid's settings) stays
+    # visible: every setting after the first is marked at each n as well, in hollow markers.
+    settings = list(dict.fromkeys(frame["encoding"]))
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            for i, s in enumerate(settings[1:], start=1):
+                if line.get_label().startswith(f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ("):
+                    line.set(marker=("o", "s", "^", "D")[(i - 1) % 4], ms=5, mfc="none", mew=1, zorder=3 + i)
+    handles: dict[str, Any] = {}  # one legend below both panels, where it covers no curve
+    for ax in fig.axes:
+        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=math.ceil(len(handles) / 2), fontsize=9)
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 
@@ -3457,7 +3489,8 @@ def draw_attention(
         if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
             valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
             raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
-    batch = inspection_batch(task, n, max(64, example + 1), config=c)
+    scored = max(64, example + 1)  # sequences the on-target score averages over
+    batch = inspection_batch(task, n, scored, config=c)
     head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
     q, k = answer_sources(task, n)
     rows = head_maps[example, q].numpy()
@@ -3476,8 +3509,9 @@ def draw_attention(
     ax.scatter(
         k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
     )
-    ax.axvline(sep, color="white", lw=0.6, ls=":")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.axvline(sep, color="white", lw=0.8, ls=":", label="SEP (the prompt ends)")
+    ax.legend(fontsize=9, loc="upper right", facecolor="0.2", edgecolor="0.6", labelcolor="white", markerscale=1.6)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
     ax.set(
         title=f"{label(encoding)}{'' if intervention == 'none' else f' ({intervention})'} {task} L{layer}H{head}, "
         f"n={n}: on-target {score:.2f}",
@@ -3487,6 +3521,7 @@ def draw_attention(
     return {
         "attention": rows,
         "on_target": score,
+        "scored_over": scored,
         "generated": generated.tolist(),
         "target": target.tolist(),
         "generated symbols": " ".join(cfg.make_task().decode(generated.tolist())),
@@ -3512,9 +3547,17 @@ def plot_pointer_heads(
         layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
         for ax, n in zip(row, lengths):
             last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
-            draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir, colorbar=last)
-    fig.suptitle(f"{task}: each seed-0 model's pointer head at n = 16 and n = 32 (one example; score over 64)")
-    fig.tight_layout(rect=(0, 0, 1, 0.98))
+            drawn = draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir, colorbar=last)
+    lines = [
+        f"{task}: each seed-0 model's pointer head (the head that attends most to the symbol it must output next,"
+        f" chosen at n = 16), at {' and '.join(f'n = {n}' for n in lengths)}.",
+        "Each heatmap: one sequence. 'On-target' in its title: the head's mean attention weight on the ringed"
+        f" cells (where y_i is), over {drawn['scored_over']} sequences.",
+    ]
+    wrapped = [textwrap.fill(line, width=int(11 * fig.get_figwidth())) for line in lines]
+    fig.suptitle("\n".join(wrapped), fontsize=11)
+    rows_of_text = sum(w.count("\n") + 1 for w in wrapped)
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.1 + 0.16 * rows_of_text) / fig.get_figheight()))
     save_figure(fig, path, dpi=100)
     return fig
 
@@ -7011,7 +7054,7 @@ def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path 
                 lw=1.6,
                 label=f"{label(enc)}, {what} ({seeds} seed{'s' * (seeds > 1)})",
             )
-    ax.axvline(train_max + 0.5, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
+    ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
     ax.set(
         title="Addition with and without the step outputs: exact match against size",
         xlabel="digits (the longer operand)",
@@ -7041,6 +7084,16 @@ def step_or_answer(curves, sizes: Sequence[int] = range(9, 17), runs: Iterable[t
         }
     )
     return table.rename(index=label, level="encoding")
+
+
+def step_or_answer_by_size(table, sizes: Sequence[int] | None = None):
+    """`step_or_answer`'s long table (encoding x n rows) wide: one row per encoding, each measure
+    a header over one column per size (`sizes`, default every size in the table), encodings in
+    the table's order."""
+    got = table if sizes is None else table[table.index.get_level_values("n").isin(list(sizes))]
+    order = list(dict.fromkeys(got.index.get_level_values("encoding")))
+    wide = got.unstack("n").reindex(order)
+    return wide.rename_axis(columns=[None, "n (digits)"])
 
 
 @torch.no_grad()
@@ -7580,6 +7633,46 @@ def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
         row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def addition_view(rows, costs: bool = False, name_best: bool = True):
+    """Rows of `addition_table` for reading, narrow: each run named in words (with `name_best`,
+    the best configuration's runs as such; an ablation run by what it changes,
+    `ADDITION_ABLATION`; any other by `plain_arm`, its seed if not 0, less the ingredients every
+    row shares, which the index's name states), exact match (%) under one header with the sizes
+    below it, the longest size held and the final loss; `costs` adds compute (copy runs) and wall
+    time (min). Numbers to one decimal, the loss to three. `addition_table` has every column."""
+    best = (addition_arm(addition_run(*ADDITION_BEST)), ADDITION_BEST[1], "")
+    words = {}
+    for what, a, e, kw in ADDITION_ABLATION:
+        cfg = addition_run(a, e, **kw)
+        words[(addition_arm(cfg), e, addition_settings(cfg))] = what
+    shared = set.intersection(*(set(a.split(" + ")) for a in rows["arm"])) if len(rows) else set()
+
+    def name(r) -> str:
+        key = (r["arm"], r["encoding"], r["settings"])
+        if name_best and key == best:
+            return f"the best configuration, seed {r['seed']}"
+        if r["stage"] == "ablation" and key in words:
+            return words[key]
+        rest = " + ".join(p for p in r["arm"].split(" + ") if p not in shared)
+        named = plain_arm(rest, r["encoding"], r["settings"]) if rest else label(r["encoding"])
+        if not rest and r["settings"]:
+            named += f" ({plain_arm('', r['encoding'], r['settings']).split(' (', 1)[1]}"
+        return named + (f", seed {r['seed']}" if r["seed"] else "")
+
+    first = rows["arm"].iloc[0].split(" + ") if len(rows) else []
+    every = ", ".join(ARM_WORDS.get(p, p) for p in first if p in shared)
+    sizes = {"in distribution (%)": "1-8"} | {f"{n} digits (%)": str(n) for n in (9, 12, 16, 32, 64)}
+    header = pd.MultiIndex.from_product([["exact match (%)"], sizes.values()])
+    out = rows[list(sizes)].round(1).set_axis(header, axis=1)
+    out[("holds to", "digits")] = rows["holds to (digits)"]
+    out[("final", "loss")] = rows["final loss"].round(3)
+    if costs:
+        out[("copy", "runs")] = rows["copy runs"].round(1)
+        out[("wall", "min")] = rows["wall (min)"].round(1)
+    index_name = f"run (every one: {every})" if every else "run"
+    return out.set_axis(pd.Index([name(r) for _, r in rows.iterrows()], name=index_name), axis=0)
 
 
 def addition_goal(results_dir: str | Path = ADDITION_DIR):
@@ -8222,13 +8315,20 @@ def structured_goal(
     return pd.DataFrame(rows).set_index(by)
 
 
-def plot_structured(runs: dict[str, list[RunConfig]], path: Path | None = None, results_dir: str | Path = ADDITION_DIR):
+def plot_structured(
+    runs: dict[str, list[RunConfig]],
+    path: Path | None = None,
+    results_dir: str | Path = ADDITION_DIR,
+    note: str | None = None,
+):
     """Exact match against digits for each configuration (label -> its seeds' runs; one encoding
     each, drawn in its colour, a line style per configuration): left on random sums (mean of the
-    seeds, band their range), right the worst family at each size scored (the lowest over the
-    families and seeds)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
+    seeds, band their range), its y axis zoomed to where they lie (said in its label) when all
+    lie high; right the worst family at each size scored (the lowest over the families and
+    seeds), on 0-100%. `note`: a title for the legend (what a label's terms mean)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
     styles = ("--", "-", ":", "-.")
+    lowest, families = 100.0, 0
     for i, (name, configs) in enumerate(runs.items()):
         records = [read_record(p) for c in configs if (p := record_path(Path(results_dir), c)).exists()]
         if not records:
@@ -8239,20 +8339,31 @@ def plot_structured(runs: dict[str, list[RunConfig]], path: Path | None = None, 
         tag = f"{name} ({len(records)} seed{'s' if len(records) > 1 else ''})"
         left.plot(random.columns, 100 * random.mean(), color=color, ls=style, lw=2, label=tag)
         left.fill_between(random.columns, 100 * random.min(), 100 * random.max(), color=color, alpha=0.15)
+        lowest = min(lowest, 100 * float(random.min().min()))
         worst = pd.concat([pd.DataFrame([s[f] for s in scores]).min() for f in scores[0] if f != "random"], axis=1)
+        families = max(families, worst.shape[1])
         right.plot(worst.index, 100 * worst.min(axis=1), color=color, ls=style, lw=2, marker=".", label=tag)
     top = max(c.eval_max_len for configs in runs.values() for c in configs)
     ticks = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n <= top]
-    for ax, title in ((left, "Random sums: exact match against digits"), (right, "The worst structured family")):
+    floor = min(math.floor(lowest), 99) if lowest >= 50 else None  # all high: zoom to where they lie
+    zoom = f" (y axis from {floor}%)" if floor is not None else ""
+    titles = (
+        (left, f"Random sums: exact match against digits{zoom}"),
+        (right, f"The worst of the {families} structured families" if families else "The worst structured family"),
+    )
+    for ax, title in titles:
         ax.axvline(8, color="gray", ls=":", lw=1, label="longest training size (8 digits)")
         ax.set(title=title, xlabel="digits per operand", xscale="log", ylim=(-3, 105))
         ax.set_xticks(ticks, [str(n) for n in ticks])
         ax.minorticks_off()
+    if floor is not None:
+        left.set_ylim(floor - 0.05 * (100 - floor), 100 + 0.05 * (100 - floor))
     left.set_ylabel("exact match (%, band = min-max over seeds)")
-    right.set_ylabel("lowest over the families and seeds (%)")
+    right.set_ylabel("lowest exact match (%, families and seeds)")
     handles, labels = left.get_legend_handles_labels()  # the same configurations on both sides
-    fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=9)
-    fig.tight_layout(rect=(0, (0.15 + 0.27 * math.ceil(len(labels) / 3)) / fig.get_figheight(), 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=9, title=note, title_fontsize=9)
+    rows = math.ceil(len(labels) / 3) + (note is not None)
+    fig.tight_layout(rect=(0, (0.15 + 0.27 * rows) / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 
@@ -8289,73 +8400,113 @@ def plain_arm(arm: str, encoding: str, settings: str = "") -> str:
 
 
 def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
-    """Exact match against digits (1-64). Left: the best configuration (mean of its seeds, the
-    band their range), the pilot's other arms that learned in distribution, and the ten-task
-    grid's addition (mean over its seeds per encoding) with the paper's NoPE figure. Right: the
-    ablation (one seed each), beside the best configuration as on the left."""
+    """Exact match against digits (1-64), in four panels, each with the best configuration (mean
+    of its seeds, the band their range) for reference and a legend of its own lines only: (a)
+    the pilot's other arms that learned in distribution (dotted: no window); (b) the ten-task
+    grid's addition, the mean over its seeds per encoding, with the paper's NoPE figure; (c)
+    the ablation's other encodings with the best's recipe; (d) the ablation's changes of one
+    ingredient with the best's encoding, named in words (`ADDITION_ABLATION`) and drawn in
+    colours no encoding takes (they are not encodings). One legend below the panels names what
+    every panel shares."""
     arm, enc = ADDITION_BEST
     best_arm = addition_arm(addition_run(arm, enc))
-    fig, axes = plt.subplots(1, 2, figsize=(14, 8.5), sharey=True)
+    fig, axes = plt.subplots(2, 2, figsize=(16, 10), sharey=True)
+    (ax_pilot, ax_grid), (ax_enc, ax_ingredient) = axes
     is_best = (curves["arm"] == best_arm) & (curves["encoding"] == enc) & (curves["settings"] == "")
     best = curves[is_best].groupby("n")["exact_match"]
     seeds = curves[is_best]["seed"].nunique()
-    for ax in axes:
-        ax.plot(
-            best.mean().index,
-            100 * best.mean(),
-            color=encoding_color(enc),
-            lw=3,
-            label=f"{plain_arm(best_arm, enc)} ({seeds} seeds; the best)",
-        )
-        ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
-    axes[0].fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color=encoding_color(enc), alpha=0.2)
+    shared = []
+    for ax in axes.flat:
+        shared = [
+            ax.plot(best.mean().index, 100 * best.mean(), color=encoding_color(enc), lw=3)[0],
+            ax.axvline(train_max, color="gray", ls=":", lw=1),
+        ]
+        ax.fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color=encoding_color(enc), alpha=0.2)
+    shared_labels = [
+        f"{plain_arm(best_arm, enc)} ({seeds} seeds; the best), in every panel",
+        f"longest training size ({train_max} digits)",
+    ]
     pilot = curves[(curves["stage"] == "pilot") & ~is_best]
-    for (a, e, st), g in pilot.groupby(["arm", "encoding", "settings"], sort=False):
-        if g[g["n"] <= train_max]["exact_match"].mean() >= 0.9:  # those that learned in distribution
-            style = "-" if "window" in a else ":"  # the window: solid
-            axes[0].plot(
-                g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.2, label=plain_arm(a, e, st)
-            )
+    learned = [
+        (a, e, st, g)
+        for (a, e, st), g in pilot.groupby(["arm", "encoding", "settings"], sort=False)
+        if g[g["n"] <= train_max]["exact_match"].mean() >= 0.9  # those that learned in distribution
+    ]
+    # the ingredients every arm drawn shares go to the title; each entry names the rest
+    common = set.intersection(*(set(a.split(" + ")) for a, *_ in learned)) if learned else set()
+    for a, e, st, g in learned:
+        rest = " + ".join(p for p in a.split(" + ") if p not in common)
+        entry = plain_arm(rest, e, st) if rest else plain_arm("", e, st).replace(": ", "", 1)
+        style = "-" if "window" in a else ":"  # the window: solid
+        ax_pilot.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.6, label=entry)
+    first = next((a for a, *_ in learned), "")
+    shared_words = ", ".join(ARM_WORDS.get(p, p) for p in first.split(" + ") if p in common)
     for e, g in grid.groupby("encoding", sort=False):
         m = g.groupby("n")["exact_match"].mean()
-        axes[0].plot(
-            m.index, 100 * m, color=encoding_color(e), ls="--", lw=1, label=f"{label(e)}: the grid, paper's format"
-        )
-    axes[0].hlines(
+        ax_grid.plot(m.index, 100 * m, color=encoding_color(e), ls="--", lw=1.4, label=label(e))
+    ax_grid.hlines(
         100 * paper_nope,
         train_max + 1,
         2 * train_max,
         color=encoding_color("nope"),
         ls="-.",
-        lw=2,
-        label="NoPE: the paper (OOD mean)",
+        lw=2.5,
+        label="NoPE: the paper (its out-of-distribution mean)",
     )
+    words = {}  # an ablation run's (arm, encoding, settings) -> what it changes, in words
+    for what, a, e, kw in ADDITION_ABLATION:
+        cfg = addition_run(a, e, **kw)
+        words[(addition_arm(cfg), e, addition_settings(cfg))] = what
     ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
-    seen: dict[str, int] = {}
-    styles = ("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)), (0, (8, 2)))
-    for (a, e, st), g in ablation:  # each encoding its colour; runs that share one, a style each
-        style = styles[seen.setdefault(e, 0) % len(styles)]
-        seen[e] += 1
-        axes[1].plot(
-            g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.4, label=plain_arm(a, e, st)
-        )
-    titles = ["Exact match against digits: what holds", "The ablation: one ingredient changed (each seed 0)"]
-    for ax, title in zip(axes, titles):
+    changed = 0
+    styles = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
+    for (a, e, st), g in ablation:
+        if e != enc and a == best_arm and st == "":  # the recipe kept, the encoding changed
+            ax_enc.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.6, label=label(e))
+        else:  # the encoding kept, one ingredient changed: no encoding's colour
+            what = words.get((a, e, st), plain_arm(a, e, st))
+            style, color = styles[changed % len(styles)], ordinal_color(changed)
+            ax_ingredient.plot(
+                g["n"],
+                100 * g["exact_match"],
+                color=color,
+                ls=style,
+                lw=1.8,
+                marker="o^sDv"[changed % 5],
+                ms=4,
+                markevery=0.08,
+                label=what,
+            )  # fmt: skip  (markers: a line on the best's, as the window of 1 is, stays visible)
+            changed += 1
+    titles = {
+        ax_pilot: "(a) The pilot's arms that learned in distribution" + (f": {shared_words}" if shared_words else ""),
+        ax_grid: "(b) The ten-task grid's addition: the paper's format (mean of its seeds)",
+        ax_enc: "(c) Ablation, seed 0: the same recipe, another encoding",
+        ax_ingredient: f"(d) Ablation, seed 0: {label(enc)}, one ingredient changed",
+    }
+    for ax, title in titles.items():
         ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-3, 108))
         ax.set_xticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(0, -0.12), ncol=1)
-    fig.tight_layout()
+        ax.minorticks_off()
+    for ax in axes.flat:  # each panel's legend beside it, over no line; long entries wrapped
+        handles, labels = ax.get_legend_handles_labels()
+        labels = [textwrap.fill(t, 30) for t in labels]
+        title = "dotted: no window" if ax is ax_pilot else None
+        ax.legend(handles, labels, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1), title=title)
+    fig.legend(shared, shared_labels, loc="lower center", ncol=2, fontsize=10)
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 
 
 def plot_column_attention(table, n: int, path: Path | None = None):
-    """Stacked bars per (layer, head): where the answer queries' attention goes at size n."""
+    """Stacked bars per (layer, head): where the answer queries' attention goes at size n. The
+    targets are no encodings: they take the colours no encoding takes (`ordinal_color`)."""
     wide = table.pivot_table(index=["layer", "head"], columns="target", values="weight", sort=False)
     fig, ax = plt.subplots(figsize=(9.5, 3.8))
     bottom = np.zeros(len(wide))
-    for target in ["its column", "the column below", "the answer so far", "elsewhere"]:
-        ax.bar(range(len(wide)), wide[target], bottom=bottom, label=target)
+    for i, target in enumerate(["its column", "the column below", "the answer so far", "elsewhere"]):
+        ax.bar(range(len(wide)), wide[target], bottom=bottom, label=target, color=ordinal_color(i))
         bottom += wide[target].to_numpy()
     ax.set_xticks(range(len(wide)), [f"L{layer}H{head}" for layer, head in wide.index])
     ax.set(

@@ -166,8 +166,8 @@ print("\n".join(L.ranking_claims(schemes)))
 # the column's, under each scheme.
 
 # %%
-pd.concat({k: L.pairwise_above(L.bootstrap_means(u), u.columns).rename(index=L.label, columns=L.label)
-           for k, u in schemes.items()}, axis=0).round(2)
+L.with_blanks(pd.concat({k: L.pairwise_above(L.bootstrap_means(u), u.columns).rename(index=L.label, columns=L.label)
+                         for k, u in schemes.items()}, axis=0).round(2), decimals=2)
 
 # %%
 rr = L.reciprocal_ranks(df)

@@ -58,8 +58,9 @@ print(f"all {len(best16)} models at n = 16: {int((best16 >= 0.5).sum())} score a
 # ## The pointer heads at n = 16 and n = 32
 #
 # One example each (the heatmap: output steps against every position; cyan rings mark the
-# correct source), titled with the score over 64 sequences. A title names its head as L(layer)
-# H(head), both counted from 0 as in the code: L2H3 is the fourth head of the third (last) layer.
+# correct source, a dotted line the SEP token that ends the prompt), titled with the head's
+# on-target score over 64 sequences. A title names its head as L(layer) H(head), both counted
+# from 0 as in the code: L2H3 is the fourth head of the third (last) layer.
 
 # %%
 fig = L.plot_pointer_heads("copy", path=L.FIGURES_DIR / "05_pointer_heads_copy.png")

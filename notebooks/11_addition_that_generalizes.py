@@ -80,14 +80,8 @@ display(L.places_example(L.addition_run(*L.ADDITION_BEST)))
 # %%
 copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
 table = L.addition_table(copy_run)
-shown = ["stage", "arm", "encoding", "settings", "seed", "in distribution (%)", "9 digits (%)", "12 digits (%)"]
-shown += ["16 digits (%)", "32 digits (%)", "64 digits (%)", "holds to (digits)", "final loss"]
-shown += ["copy runs", "wall (min)"]
-losses = table["final loss"].round(3)  # the rest to one decimal
-pilot = table[table["stage"] == "pilot"]
-runs = [L.plain_arm(a, e, s) for a, e, s in zip(pilot["arm"], pilot["encoding"], pilot["settings"])]
-with pd.option_context("display.max_colwidth", None):
-    display(pilot[shown[5:]].round(1).assign(**{"final loss": losses}).set_index(pd.Index(runs, name="run (seed 0)")))
+with pd.option_context("display.max_colwidth", None):  # the runs in words, ingredients every run shares named once
+    display(L.addition_view(table[table["stage"] == "pilot"], costs=True, name_best=False))
 
 # %% [markdown]
 # What the pilot shows, run by run (one seed each: read these as hypotheses):
@@ -144,11 +138,12 @@ fig = L.plot_addition_lengths(curves, grid, paper_nope, L.FIGURES_DIR / "11_addi
 plt.show()
 
 # %% [markdown]
-# Left: what holds, beside the pilot's arms that learned in distribution (dotted: no window; the
-# table above has every run, at 9-64 digits) and the ten-task grid's addition, each encoding the
-# mean over its 3 seeds: the paper's format, a 6-layer model, 10,000 steps at learning rate
-# 2e-3, scored to 24 digits (notebook 07). Right: the ablation below, beside the best
-# configuration (black, as on the left).
+# The best configuration (thick, the band its seeds' range) in every panel, beside: (a) the
+# pilot's arms that learned in distribution (dotted: no window; the table above has every run, at
+# 9-64 digits); (b) the ten-task grid's addition, each encoding the mean over its 3 seeds: the
+# paper's format, a 6-layer model, 10,000 steps at learning rate 2e-3, scored to 24 digits
+# (notebook 07); (c) and (d) the ablation below, the same recipe with another encoding, and RoPE
+# with one ingredient changed (drawn in colours no encoding takes, since they name no encoding).
 #
 # ## Which ingredient carries the length
 #
@@ -157,8 +152,8 @@ plt.show()
 
 # %%
 keep = table["stage"].isin(["seeds", "ablation"]) | ((table["encoding"] == "rope") & (table["settings"] == ""))
-ablation = table[keep][shown[:-2]].round(1).assign(**{"final loss": losses})
-ablation
+with pd.option_context("display.max_colwidth", None):  # each run by what it changes; addition_table has all columns
+    display(L.addition_view(table[keep]))
 
 # %% [markdown]
 # What the ablation says, one seed per row (read as hypotheses):
@@ -236,7 +231,7 @@ with pd.option_context("display.max_colwidth", None):
 
 # %%
 before = {"best above (P = 100)": L.addition_study()[:3]}
-L.family_table(before).round(1)
+L.with_blanks(L.family_table(before).round(1), decimals=1)
 
 # %% [markdown]
 # The goal's "every size" holds for random sums only. On the worst seed all zeros fails from 3
@@ -364,7 +359,7 @@ reached = goal_structured["trained"].all() and goal_structured.filter(like=">=")
 print(f"Goal met on all {len(goal_structured)} seeds: {bool(reached)}")
 
 # %%
-L.family_table({"chosen": chosen}, sizes=(1, 2, 3, 4, 8, 16, 32, 64, 96, 128)).round(1)
+L.with_blanks(L.family_table({"chosen": chosen}, sizes=(1, 2, 3, 4, 8, 16, 32, 64, 96, 128)).round(1), decimals=1)
 
 # %% [markdown]
 # The configuration above and the chosen one, three seeds each: random sums (the mean, with the
@@ -374,7 +369,8 @@ L.family_table({"chosen": chosen}, sizes=(1, 2, 3, 4, 8, 16, 32, 64, 96, 128)).r
 # %%
 compared = {"the best configuration above (P = 100)": L.addition_study()[:3]}
 compared["+ above the top digit, operands in runs, 10,000 steps (P = 160)"] = chosen
-fig = L.plot_structured(compared, L.FIGURES_DIR / "11_structured_sums.png")
+places = "P: the number of digit places, the range of positions a digit's place is numbered in"
+fig = L.plot_structured(compared, L.FIGURES_DIR / "11_structured_sums.png", note=places)
 plt.show()
 
 # %% [markdown]
