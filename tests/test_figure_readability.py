@@ -96,7 +96,7 @@ def test_structured_sums_zoom_where_random_sums_lie_and_say_so(tmp_path):
     low, high = left.get_ylim()
     assert 97 < low < 98 and 100 < high < 100.2 and "(y axis from 98%)" in left.get_title()
     assert right.get_ylim()[0] < 0 and "exact match" in right.get_ylabel()  # the families: 0-100%
-    assert right.get_title() == "The worst of the 2 structured families"
+    assert right.get_title() == f"The worst of the {len(L.TEN_FAMILIES)} structured families"  # the ten judged
     assert fig.legends[0].get_title().get_text() == "P: the number of digit places"
     plt.close(fig)
 
