@@ -6527,6 +6527,19 @@ def scratchpad_run(task: str, components: str, encoding: str = "nope", seed: int
     return paper_split_runs(task, [encoding], [seed], eval_max_len=top, task_options=options, **settings | overrides)[0]
 
 
+def format_tokens(task: str, formats: Sequence[str], n: int, count: int = 256, seed: int = 0):
+    """Mean tokens per sequence of `task` (in the paper's format where ours differs) at size n,
+    per scratchpad format ("none": the answer alone): the prompt and the target (answer tokens
+    and EOS), over `count` draws."""
+    rows = {}
+    for f in formats:
+        t = get_task(task, {**PAPER_FORMAT.get(task, {}), "scratchpad": f})
+        prompt, target = t.sample(n, count, torch.Generator().manual_seed(seed))
+        rows[f] = {"prompt": float((prompt != PAD).sum(1).float().mean())}
+        rows[f]["target"] = float((target != PAD).sum(1).float().mean())
+    return pd.DataFrame(rows).T
+
+
 SCRATCHPAD_COST_FORMATS: dict[str, tuple[str, ...]] = {
     "addition": ("none", "o", "co", "ov", "icovr"),
     "summation": ("none", "o", "co", "ov", "icovr"),
@@ -6549,7 +6562,8 @@ def scratchpad_costs(copy_run: float, formats: Mapping[str, Sequence[str]] = SCR
 
 def scratchpad_pilot_table(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
     """The pilot's runs, in the order tried: format, layers, steps, learning rate, exact match (%)
-    in distribution and at 9, 10, 12 and 16 digits, the final training loss, copy runs, wall time."""
+    in distribution (the mean over sizes, and pooled as experiment 1 pools it: `_pooled_split`)
+    and at 9, 10, 12 and 16 digits, the final training loss, copy runs, wall time."""
     rows = []
     for cfg in scratchpad_pilot():
         path = record_path(Path(results_dir), cfg)
@@ -6557,6 +6571,7 @@ def scratchpad_pilot_table(copy_run: float, results_dir: str | Path = SCRATCHPAD
         em = rec["exact_match"] if rec else {}
         row = {"format": cfg.task_options["scratchpad"], "layers": cfg.model.n_layers, "steps": cfg.steps, "lr": cfg.lr}
         row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
+        row["pooled (%)"] = 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0] if rec else float("nan")
         row |= {f"{n} digits (%)": 100 * em[str(n)] if rec else float("nan") for n in (9, 10, 12, 16)}
         row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
         row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
@@ -6822,31 +6837,20 @@ def scratchpad_format_table(
     )
 
 
-def scratchpad_claims(effect, task_effect, formats, seeds: int = 3):
+def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PAPER_ENCODINGS):
     """The paper's three scratchpad claims, each judged from the tables above it ("holds here",
     "does not hold here", "not distinguishable here", or "not trained yet"), with the numbers
-    that decide it. `effect`: `scratchpad_effect`; `task_effect`: `scratchpad_task_effect`;
-    `formats`: `scratchpad_format_table`."""
+    that decide it. `pairs`: `rate_pair_table` rows of one learning rate (the first claim is
+    judged on the paper's five encodings by `claim_every_encoding`); `task_effect`:
+    `scratchpad_task_effect`; `formats`: `scratchpad_format_table`, whose one-seed differences
+    are set against how far the compared step-output runs' seeds of one encoding lie apart."""
     rows = []
-    # 1. Addition, every encoding: each seed that learns the format in distribution is ranked.
-    parts, gainless, untestable, short = [], [], [], []
-    for enc in encoding_names():
-        got = effect[effect["encoding"] == enc]
-        learned = got[got["learned with it"]]
-        helped = int(learned["helps"].sum())
-        parts.append(f"{label(enc)} {helped} of {len(learned)}")
-        untestable += [label(enc)] if learned.empty else []
-        gainless += [label(enc)] if len(learned) >= 2 and helped == 0 else []
-        short += [label(enc)] if helped < len(learned) else []
-    complete = len(effect) == seeds * len(encoding_names())
-    every = complete and not untestable and not short
-    if not complete and not gainless:
-        here = "not trained yet"
+    # 1. Addition, every encoding: pairs where both arms learned, judged from their seeds.
+    trained = pairs[(pairs["status"] != "not trained yet") & pairs["encoding"].isin(encodings)]
+    if trained.empty:
+        here, why = "not trained yet", "no pair trained"
     else:
-        here = "holds here" if every else "does not hold here" if gainless else "not distinguishable here"
-    why = "seeds it helps of those that learn the format: " + ", ".join(parts)
-    why += f"; no gain on two or more seeds that learn it: {', '.join(gainless)}" if gainless else ""
-    why += f"; never learned, so untested: {', '.join(untestable)}" if untestable else ""
+        here, why = claim_every_encoding(pairs, encodings)
     rows.append({"claim": "a scratchpad helps addition, for every encoding", "here": here, "numbers": why})
     # 2. Not on the other tasks: only runs learned with and without the scratchpad are ranked.
     ranked = task_effect[task_effect["verdict"].isin(["helps", "no measurable gain", "hurts"])]
@@ -6857,21 +6861,28 @@ def scratchpad_claims(effect, task_effect, formats, seeds: int = 3):
     else:
         here = "does not hold here" if len(helped) else "holds here"
     name = lambda r: f"{r['task']} {r['format']} {label(r['encoding'])}"  # noqa: E731
-    why = f"{len(trained)} of {len(task_effect)} runs trained, {len(ranked)} learned with and without it"
+    why = f"{len(trained)} of {len(task_effect)} runs trained, {len(ranked)} learned with and without it (at least 90%)"
     why += f"; helps: {', '.join(name(r) for _, r in helped.iterrows())}" if len(helped) else "; helps none"
     rows.append({"claim": "not on the other tasks (seed 0)", "here": here, "numbers": why})
-    # 3. The format matters: an added component moves addition's extrapolation beyond two errors.
+    # 3. The format matters: one seed per format, set against the spread of seeds of one format.
     added = formats.drop(index=["none", "o"])
-    compared = added[added["differs from o"].notna()]
+    compared = added[added["OOD vs o (points)"].notna()]
+    learned = pairs[pairs["status"].isin(["compared", "control not learned"])]
+    spreads = learned.groupby("encoding")["OOD with (%)"].agg(lambda v: v.max() - v.min())[
+        learned.groupby("encoding").size() > 1
+    ]
     if compared.empty:
         here = "not trained yet"
+    elif spreads.empty:
+        here = "not distinguishable here"
     else:
-        here = "holds here" if compared["differs from o"].astype(bool).any() else "not distinguishable here"
-    why = "; ".join(
-        f"{f}: {r['OOD vs o (points)']:+.1f} ± {r['standard error (points)']:.1f} points against o"
-        for f, r in compared.iterrows()
-    )
+        here = (
+            "holds here" if (compared["OOD vs o (points)"].abs() > spreads.max()).any() else "not distinguishable here"
+        )
+    why = "; ".join(f"{f}: {r['OOD vs o (points)']:+.1f} points against o (one seed)" for f, r in compared.iterrows())
     why = why or f"{len(added)} formats planned, none trained"
+    if len(spreads):
+        why += f"; o's seeds of one encoding lie {spreads.min():.1f}-{spreads.max():.1f} points apart"
     rows.append({"claim": "its format matters (NoPE, seed 0)", "here": here, "numbers": why})
     return pd.DataFrame(rows).set_index("claim")
 
@@ -7009,6 +7020,26 @@ def plateau_exit(curves, level: float = 0.05):
     below = curves[curves["loss"] < level].groupby(["learning rate", "arm", "encoding", "seed"])["step"].min()
     runs = curves.groupby(["learning rate", "arm", "encoding", "seed"])["step"].max().rename("last")
     return below.reindex(runs.index).unstack("seed")
+
+
+def plot_rate_curves(curves, path: Path | None = None):
+    """Experiment 1's training losses (`rate_loss_curves`): one panel per arm, one line per
+    learning rate, the median over the runs trained (their number in the legend) and a band from
+    the lowest to the highest run, on a log axis."""
+    arms = ["answer alone", "step outputs"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
+    for ax, arm in zip(axes, arms):
+        for i, (lr, g) in enumerate(curves[curves["arm"] == arm].groupby("learning rate", sort=True)):
+            wide = g.pivot_table(index="step", columns=["encoding", "seed"], values="loss")
+            color = ordinal_color(i)
+            ax.plot(wide.index, wide.median(axis=1), color=color, lw=2, label=f"lr {lr:g} ({wide.shape[1]} runs)")
+            ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=color, alpha=0.15, lw=0)
+        ax.set_yscale("log")
+        ax.set(title=f"{arm}: training loss", xlabel="training step", ylabel="loss per target token (log)")
+        ax.legend(title="median; band: lowest to highest run", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
 
 
 def scratchpad_curves(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, top: int = 16):

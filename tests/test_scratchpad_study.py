@@ -218,9 +218,9 @@ def test_the_format_table_compares_each_added_component_with_the_step_outputs(tm
 
 
 def test_each_claim_is_judged_from_its_table():
-    encs = L.encoding_names()
-    rows = [{"encoding": e, "seed": s, "helps": True, "learned with it": True} for e in encs for s in range(3)]
-    every = pd.DataFrame(rows)
+    five = L.PAPER_ENCODINGS
+    every = pair_rows({(e, s): (True, True, 1.0 + s) for e in five for s in range(3)})
+    every["OOD with (%)"] = [5.0 + 0.5 * s for e in five for s in range(3)]  # seeds 1 point apart at most
     tasks = pd.DataFrame(
         [
             {"task": "parity", "format": "o", "encoding": "nope", "verdict": "no measurable gain"},
@@ -230,18 +230,20 @@ def test_each_claim_is_judged_from_its_table():
     formats = pd.DataFrame(
         {"OOD vs o (points)": [None, None, 5.0, 0.1], "standard error (points)": [None, None, 1.0, 1.0]},
         index=pd.Index(["none", "o", "co", "ov"], name="format"),
-    ).assign(**{"differs from o": [None, None, True, False]})
-    claims = L.scratchpad_claims(every, tasks, formats)["here"].tolist()
-    assert claims == ["holds here", "holds here", "holds here"]
-    # one encoding's two learned seeds gain nothing: the first claim fails; a task that helps: the second
-    table = every["encoding"] == "learned"
-    no_gain = every.assign(helps=~table, **{"learned with it": ~(table & (every["seed"] == 2))})
+    )
+    claims = L.scratchpad_claims(every, tasks, formats)
+    assert claims["here"].tolist() == ["holds here", "holds here", "holds here"]
+    assert "seeds of one encoding lie 1.0-1.0 points apart" in claims.iloc[2]["numbers"]
+    # one encoding's compared seeds all at or below 0: the first claim fails; a task that helps: the
+    # second; a format's one seed inside the seeds' spread: the third is not distinguishable
+    no_gain = every.assign(**{"OOD difference (points)": [-1.0 if e == "t5" else 1.0 for e in five for _ in range(3)]})
     helps = tasks.assign(verdict=["helps", "not learned with it"])
-    claims = L.scratchpad_claims(no_gain, helps, formats.assign(**{"differs from o": [None, None, False, False]}))
+    claims = L.scratchpad_claims(no_gain, helps, formats.assign(**{"OOD vs o (points)": [None, None, 0.8, -0.5]}))
     assert claims["here"].tolist() == ["does not hold here", "does not hold here", "not distinguishable here"]
-    assert "Learned 0 of 2" in claims.loc["a scratchpad helps addition, for every encoding", "numbers"]
+    assert "all at or below 0: T5 bias" in claims.loc["a scratchpad helps addition, for every encoding", "numbers"]
     # nothing trained: nothing claimed
-    none = L.scratchpad_claims(every.iloc[:0], tasks.assign(verdict="not trained yet"), formats.iloc[:2])
+    untrained = every.assign(status="not trained yet")
+    none = L.scratchpad_claims(untrained, tasks.assign(verdict="not trained yet"), formats.iloc[:2])
     assert none["here"].tolist() == ["not trained yet"] * 3
 
 
@@ -456,3 +458,21 @@ def test_the_plateau_exit_is_the_first_step_below_the_level():
     )
     exit_ = L.plateau_exit(curves)
     assert exit_.loc[(1e-3, "step outputs", "rope"), 0] == 300 and pd.isna(exit_.loc[(1e-3, "step outputs", "rope"), 1])
+
+
+def test_the_rate_curves_draw_a_median_and_band_per_rate_and_arm():
+    import matplotlib.pyplot as plt
+
+    rows = [
+        {"learning rate": lr, "arm": arm, "encoding": "rope", "seed": s, "step": step, "loss": 1.0 / step + s}
+        for lr in (1e-3, 2e-3)
+        for arm in ("answer alone", "step outputs")
+        for s in range(2)
+        for step in (100, 200, 300)
+    ]
+    fig = L.plot_rate_curves(pd.DataFrame(rows))
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["lr 0.001 (2 runs)", "lr 0.002 (2 runs)"]
+    assert list(left.get_lines()[0].get_ydata()) == pytest.approx([0.5 + 1 / 100, 0.5 + 1 / 200, 0.5 + 1 / 300])
+    assert left.get_title() == "answer alone: training loss" and right.get_xlabel() == "training step"
+    plt.close(fig)
