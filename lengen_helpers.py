@@ -6755,26 +6755,6 @@ def scratchpad_effect(
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 
-def scratchpad_verdicts(effect, seeds: int = 3):
-    """Per encoding, from `scratchpad_effect`: the seeds trained, those learned in distribution with
-    the scratchpad, those it helps, and the verdict in words: "helps in all 3 seeds", "helps in 1
-    of 3 seeds", or, while seeds are missing, "2 of 3 seeds trained: helps in 1"; a seed not
-    learned with the scratchpad is named so (its extrapolation is not ranked)."""
-    rows = []
-    for enc in encoding_names():
-        got = effect[effect["encoding"] == enc]
-        learned = got[got["learned with it"]] if "learned with it" in got else got
-        helped, missed = int(learned["helps"].sum()), len(got) - len(learned)
-        if len(got) < seeds:
-            verdict = f"{len(got)} of {seeds} seeds trained" + (f": helps in {helped}" if len(got) else "")
-        else:
-            verdict = f"helps in all {seeds} seeds" if helped == seeds else f"helps in {helped} of {seeds} seeds"
-        verdict += f"; not learned in distribution in {missed}" if missed else ""
-        row = {"encoding": label(enc), "seeds trained": len(got), "learned in distribution": len(learned)}
-        rows.append(row | {"seeds it helps": helped, "verdict": verdict})
-    return pd.DataFrame(rows).set_index("encoding")
-
-
 # Experiment 2 against its controls: each other task's scratchpad run beside its grid's run of the
 # same encoding and seed (notebook 07's), which writes the answer alone.
 def scratchpad_task_effect(

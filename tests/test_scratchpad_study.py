@@ -82,21 +82,6 @@ def test_the_effect_pools_the_test_sizes_and_helps_only_beyond_two_standard_erro
     assert effect.loc["nope", "helps"] and not effect.loc["sinusoidal", "helps"]
     var = sum(x**2 for x in w) / sum(w) ** 2 * (0.502 * 0.498 + 0.25) / 256
     assert effect.loc["sinusoidal", "standard error (points)"] == pytest.approx(100 * var**0.5)
-    verdicts = L.scratchpad_verdicts(effect.reset_index())
-    assert verdicts.loc["NoPE", "verdict"] == "1 of 3 seeds trained: helps in 1"
-    assert verdicts.loc["RoPE", "verdict"] == "0 of 3 seeds trained"
-    full = pd.DataFrame(
-        {"encoding": ["nope"] * 3, "seed": [0, 1, 2], "helps": [True] * 3, "learned with it": [True] * 3}
-    )
-    assert L.scratchpad_verdicts(full).loc["NoPE", "verdict"] == "helps in all 3 seeds"
-    assert (
-        L.scratchpad_verdicts(full.assign(helps=[True, False, True])).loc["NoPE", "verdict"] == "helps in 2 of 3 seeds"
-    )
-    missed = full.assign(helps=[True, True, False], **{"learned with it": [True, True, False]})
-    assert (
-        L.scratchpad_verdicts(missed).loc["NoPE", "verdict"]
-        == "helps in 2 of 3 seeds; not learned in distribution in 1"
-    )
     table = L.step_or_answer(L.scratchpad_curves(pad, ctl))
     assert table.loc[("NoPE", 9), "steps right (%)"] == pytest.approx(50.0) and len(table) == 16
     assert L.step_or_answer(L.scratchpad_curves(pad, ctl), runs=[("nope", 5)]).empty  # no such run: none kept
