@@ -45,6 +45,14 @@ settings = pd.DataFrame({"setting": list(run) + [f"model.{k}" for k in model],
 settings
 
 # %% [markdown]
+# A training step, as every run takes it: the learning rate of its schedule (`L.lr_at`: linear
+# warm-up, then cosine decay to zero), a fresh batch (`L.training_batch`, packed rows), the loss
+# on the answer tokens and EOS (`L.batch_loss`), the gradient clipped to norm 1, and AdamW:
+
+# %%
+L.show_source(L._train_steps)
+
+# %% [markdown]
 # Notes on the settings the baseline left open: the warm-up is 250 steps (5%), AdamW's weight
 # decay is 0.01, linear maps start at N(0, 0.02) and token embeddings at N(0, 1), so that content
 # and the sinusoidal table (entries in [-1, 1]) start on the same scale. Attention logits are
@@ -106,11 +114,11 @@ L.throughput_table(records)
 #
 # Each sweep that trains something, from the command line or from a notebook, appends a line to
 # its results folder's `sweeps.jsonl`: when it started, its wall time, how many runs it found and
-# how many it trained, and for which tasks (the table shows this grid's sweeps). The first grid
-# (training revision 1, the first row) needed 88 minutes for 54 of the 60 runs; revision 2 made
-# the training code faster, and the whole grid was re-run under it (the config hash includes the
-# revision, so no old record was reused). What a reader re-running the grid on a laptop can
-# expect is the last full sweep's wall time, printed below.
+# how many it trained, and for which tasks (the table shows this grid's sweeps). The first row
+# ran slower training code (88 minutes for 54 of the 60 runs); the grid was then trained again
+# in full with the present code (a run's name includes a hash of its settings and of the training
+# code's version, so no record of the slower code was reused). What a reader re-running the grid
+# on a laptop can expect is the last full sweep's wall time, printed below.
 
 # %%
 log = L.sweep_log()

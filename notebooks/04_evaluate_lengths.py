@@ -260,11 +260,11 @@ print(f"reverse-nope-s1: {rev1['n = 1-16']:.1f}% in distribution")
 # %% [markdown]
 # **In distribution**, 59 of the 60 runs clear the 95% bar and 58 are exact at every training
 # length (listed above). The failure is NoPE on reverse, seed 1, which plateaued well below the
-# bar; it failed the same way in the first grid (training revision 1, whose records are in the
-# repository's history), so under these settings it
-# is a deterministic failure of that seed. That says the failure is reproducible, not that the
-# settings are sound: another seed could fail the same way. It was not re-run: it is part of what
-# NoPE does at this scale, and it drags NoPE's reverse means down and widens their spread. The
+# bar; it failed the same way in the grid's first full training (the first row of notebook 03's
+# sweep log), so under these settings it is a deterministic failure of that seed. That says the
+# failure is reproducible, not that the settings are sound: another seed could fail the same
+# way. It was not re-run: it is part of what NoPE does at this scale, and it drags NoPE's reverse
+# means down and widens their spread. The
 # baseline also had exactly one run under the bar, the run of the same name (reverse, NoPE,
 # seed 1, at 93.6%).
 #
