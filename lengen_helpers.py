@@ -6999,7 +6999,7 @@ def plateau_exit(curves, level: float = 0.05):
     (None where it never is), as a table: (learning rate, arm, encoding) rows, seeds as columns."""
     below = curves[curves["loss"] < level].groupby(["learning rate", "arm", "encoding", "seed"])["step"].min()
     runs = curves.groupby(["learning rate", "arm", "encoding", "seed"])["step"].max().rename("last")
-    return below.reindex(runs.index).unstack("seed")
+    return below.reindex(runs.index).astype("Int64").unstack("seed")
 
 
 def plot_rate_curves(curves, path: Path | None = None):
