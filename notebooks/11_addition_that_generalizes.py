@@ -214,13 +214,16 @@ for layer, row in top.iterrows():
 #
 # The goal above is met on random sums: every digit uniform, as training draws them. A reader
 # trying the model would soon type 0 + 0, or 999 + 1, which a uniform sampler almost never
-# draws at length. Ten families of sums (`SUM_FAMILIES`, module section 16), each drawn at any
+# draws at length. Ten families of sums (`L.TEN_FAMILIES`, module section 16), each drawn at any
 # size and scored as every sum is (greedy, from the prompt alone, 256 sums a size), at every size
-# to 64 and then every 16th. One example each, written most significant digit first (the model
-# writes its answer the other way round):
+# to 64 and then every 16th. The configuration below was chosen on these ten; six further
+# families (`L.FURTHER_FAMILIES`) test it after the choice, in *Sums no sampler favours*. One
+# example each, written most significant digit first (the model writes its answer the other way
+# round):
 
 # %%
 families = pd.DataFrame([(f.name, f.says) for f in L.SUM_FAMILIES.values()], columns=["family", "its sums"])
+families["judged in"] = ["the goal" if f in L.TEN_FAMILIES else "the further families" for f in families["family"]]
 families["an example at 6 digits"] = [L.family_example(f, 6) for f in families["family"]]
 with pd.option_context("display.max_colwidth", None):
     display(families.set_index("family"))
@@ -405,6 +408,77 @@ steps.round(1).assign(**{"final training loss": steps["final training loss"].rou
 # digits), which the doubled steps lift above 99%. One seed each: hypotheses.
 
 # %% [markdown]
+# ## Sums no sampler favours, and the carry rule column by column
+#
+# The ten families above were the ones the configuration was chosen on. Six further families
+# (`L.FURTHER_FAMILIES`) test sums that neither the uniform sampler nor the runs of repeated digits
+# favour: every digit 0 or 9; every digit one of two, a pair drawn per sum from the 45; one carry
+# among zeros; one carry passed up through nines; digits skewed to one value (0.8 of them); and a
+# number added to itself. The chosen configuration's three seeds on each, scored as above (the
+# lowest seed at each size, %; the last column the first size at which a seed falls below 99%):
+
+# %%
+further = L.family_table({"chosen": chosen}, sizes=(1, 2, 4, 8, 16, 32, 64, 128), families=L.FURTHER_FAMILIES)
+L.with_blanks(further.droplevel("configuration").drop(index="random").round(1))
+
+# %%
+lowest_further = L.family_lowest({"chosen": chosen}, families=L.FURTHER_FAMILIES)["chosen"].drop(index="random")
+L.with_blanks(lowest_further.round(1))
+
+# %% [markdown]
+# Where do these sums go wrong? A sum is right only if every column is. Under teacher forcing each
+# answer digit is the model's decision for one column, given the true digits before it (as greedy
+# decoding meets it until its first error). A column's own two digits decide its kind: they make a
+# carry (they sum to 10 or more), pass one on (exactly 9: its digit and its carry out hang on the
+# carry in) or stop it (8 or less); its carry in is the column below's carry out. Digits from
+# {0, 9} make half the columns pass a carry on (9 + 0), a quarter make one (9 + 9) and a quarter
+# stop it (0 + 0); uniform digits make one column in ten pass it on. The share of digits wrong per
+# kind of column and carry in, at 64 digits, 256 sums of each draw, for each seed:
+
+# %%
+draws = {"zeros and nines": "zeros and nines", "uniform digits": None}
+decisions = {}
+for cfg in chosen:
+    model, task = L.load_run_model(cfg, L.ADDITION_DIR), cfg.make_task()
+    for name, family in draws.items():
+        sums = L.StructuredAddition(family, **task.format) if family else None
+        decisions[name, f"seed {cfg.seed}"] = L.column_decisions(model, task, 64, sums)
+columns = {name: L.column_error_table({s: d for (n, s), d in decisions.items() if n == name}) for name in draws}
+pd.concat({name: t.xs("wrong (%)", axis=1, level=1) for name, t in columns.items()}, axis=1).round(2)
+
+# %%
+fig = L.plot_column_errors(columns, L.FIGURES_DIR / "11_column_errors.png")
+plt.show()
+
+# %% [markdown]
+# And by what the window shows below the column (the column below's kind), on the zeros and nines
+# (digits wrong, %; the number of digits of each kind is the same for every seed):
+
+# %%
+by_below = L.column_error_table({s: d for (n, s), d in decisions.items() if n == "zeros and nines"},
+                                by=("kind", "carry in", "below"))
+below = by_below.xs("wrong (%)", axis=1, level=1).assign(digits=by_below[("seed 0", "digits")])
+below[below.drop(columns="digits").max(axis=1) > 0].round(2)
+
+# %% [markdown]
+# **The carry rule is not exact.** With every digit 0 or 9 the worst seed falls below 99% from 5
+# digits, inside the training range (92.2% at 8), and to 10.5% at its lowest (seed 0, 112
+# digits). One carry among zeros fails from 5 digits on one seed (seed 1, lowest 75.8%; seeds 0
+# and 2 hold 100%), a number added to itself from 21 digits (94.1% at 128), two-valued digits
+# from 21 (97.7% at its lowest); one carry passed up through nines holds 100%, and skewed digits
+# 99.6%. So "right on every input" holds for none of the three seeds.
+#
+# Column by column at 64 digits, no digit of any kind is wrong on uniform digits; on the zeros
+# and nines the wrong digits sit mostly where a carry meets a column of 0 + 0 (stops it, carry in
+# 1: 4.7%, 2.8% and 1.6% of those digits on seeds 0, 1 and 2) and, on seed 0, where 9 + 9 gets no
+# carry in (4.7%). One reading would be that errors enter where a column's carry in cannot be
+# seen in the window (its column below sums to 9 and passes on a carry from further down, which
+# the model must read from its own previous digit). The table by the column below does not
+# support it alone: a 0 + 0 column above a 9 + 9 column, whose carry the window shows, is wrong in
+# 4.3%, 5.5% and 2.1% of cases, as often as above a column that passes a carry on. Where the rule
+# breaks is measured here; why is not.
+
+# %% [markdown]
 # ## Compute
 
 # %%
@@ -449,10 +523,12 @@ with pd.option_context("display.max_colwidth", None):
 # - 128 digits is the longest size tried (P = 160 places; a sum of n digits uses places up to
 #   n + 3, plus its offset). The cited works test at 100 or 200 digits, with their own models and
 #   training, so the comparison above is of ratios, not of scale.
-# - The claim holds for the inputs tested: at each size, 256 random sums and 256 of each of the
-#   ten families. The chosen configuration trains on operands in runs, so repeated digits and
-#   zero padding are in its training distribution (at 1-8 digits); the carry families are not
-#   drawn for.
+# - The goal holds for the inputs it was judged on: at each size, 256 random sums and 256 of each
+#   of the ten families. The six further families show it does not hold for every input: digits
+#   only 0 or 9, two-valued digits and a number added to itself fall below 99% within or near the
+#   training range's reach (the table in *Sums no sampler favours*). The chosen configuration
+#   trains on operands in runs, so repeated digits and zero padding are in its training
+#   distribution (at 1-8 digits); the carry families are not drawn for.
 # - Compute not counted above: the evaluation at every size to 64 (part of each run's wall time),
 #   the structured families' scoring (to 128 digits, from each run's saved weights),
 #   and one T5 run at batch 256 stopped at step 500 of 5,000 when the higher learning rate
