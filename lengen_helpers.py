@@ -6636,6 +6636,8 @@ def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR
     how many trained runs resumed from a checkpoint: a resumed run's record times only the steps
     after the checkpoint (`resumed_wall_missing` estimates the rest)."""
     plans = {"pilot": scratchpad_pilot(), "1: addition, every encoding": scratchpad_addition()[1:]}
+    pilot_runs = {c.hash for c in ten_task_pilot()}  # the answer alone at 1e-3 it trained: its compute
+    plans["1 at lr 1e-3: both arms"] = [c for c in scratchpad_lower_lr() if c.hash not in pilot_runs]
     plans |= {"2: the other tasks": scratchpad_tasks(), "3: which component": scratchpad_components()}
     rows = []
     for name, cfgs in plans.items():

@@ -370,6 +370,8 @@ def test_the_compute_table_counts_trained_runs_and_those_resumed(tmp_path, monke
     assert (row["runs"], row["trained"], row["copy runs"]) == (len(pilot), 2, 4.0)  # the trained runs' cost
     assert (row["wall (h)"], row["resumed"]) == (1.5, 1)
     assert table.loc["total", "trained"] == 2 and table.loc["total", "resumed"] == 1
+    # the lower rate's round leaves out the two answer-alone runs the ten-task pilot trained (and counts)
+    assert table.loc["1 at lr 1e-3: both arms", "runs"] == 28
 
 
 def test_scoring_ood_pools_one_reading_as_the_records_are_pooled():
