@@ -5516,26 +5516,25 @@ def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
                 r = mine.loc[head]
                 t_mid = max(1, train_last // 2)  # the arrows point inside the training positions
                 at = gh["position"] == t_mid
+                note = {
+                    "textcoords": "axes fraction",
+                    "va": "center",
+                    "fontsize": FIGURE_TEXT["legend"],
+                    "arrowprops": {"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
+                    "bbox": {"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
+                }
                 axes[0, j].annotate(
                     f"{name}: near-uniform attention, BOS weight\n{r['bos_x_t1']:.2f}x uniform's 1/(t + 1) "
                     f"(mean, t = 1-{train_last})",
                     xy=(t_mid, float(bos[at].iloc[0])),
                     xytext=(0.3, 0.9),
-                    textcoords="axes fraction",
-                    va="center",
-                    fontsize=FIGURE_TEXT["legend"],
-                    arrowprops={"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
-                    bbox={"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
+                    **note,
                 )
                 axes[1, j].annotate(
                     f"{name}: {r['entropy_ratio']:.2f} of uniform's entropy (mean, t = 1-{train_last})",
                     xy=(t_mid, float(ratio[at].iloc[0])),
                     xytext=(0.4, 0.3),
-                    textcoords="axes fraction",
-                    va="center",
-                    fontsize=FIGURE_TEXT["legend"],
-                    arrowprops={"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
-                    bbox={"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
+                    **note,
                 )
         if mine.empty:
             axes[0, j].text(
