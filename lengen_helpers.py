@@ -2073,6 +2073,53 @@ def training_lengths(cfg: RunConfig, generator: torch.Generator) -> list[int]:
     return [sizes[i] for i in draws.tolist()]
 
 
+def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, computed: bool = False) -> float:
+    """Useful FLOPs of one training step: matmuls over the real tokens only, causal attention
+    over each real sequence, forward plus backward (= 3x forward). Padding counts as waste.
+    With computed=True, what the model computes instead: every slot of every row, padding
+    included, and attention over whole rows (the compute a run spends)."""
+    d, L = cfg.d_model, cfg.n_layers
+    seg = batch.segments[:, :-1]
+    dense = 2 * (4 * d * d + 2 * d * cfg.d_ff) * L + 2 * d * vocab_size  # per token
+    if computed:
+        B, T = seg.shape
+        return 3.0 * (B * T * dense + B * L * 2 * 2 * d * T * T)
+    tokens = int((seg >= 0).sum())
+    attention = 0
+    for row in seg:
+        for s in row.unique():
+            if s >= 0:
+                S = int((row == s).sum())
+                attention += L * 2 * d * S * (S + 1)  # q.k and weights.v over t+1 keys, t = 0..S-1
+    return 3.0 * (tokens * dense + attention)
+
+
+def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
+    """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
+    estimated from its first `sample_steps` batches. The study states compute in copy runs: the
+    FLOPs of one 5,000-step copy run of its model."""
+    g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_training_task()
+    per_step = np.mean(
+        [
+            training_step_flops(training_batch(task, cfg, g, cfg.packed), cfg.model, task.vocab_size, computed=True)
+            for _ in range(sample_steps)
+        ]
+    )
+    return float(per_step * cfg.steps)
+
+
+# The study states compute in copy runs: the training FLOPs of one 5,000-step copy run of its
+# model (NoPE, seed 0), estimated once per process from 100 sampled batches.
+COPY_RUN_SAMPLE_STEPS = 100
+
+
+@functools.cache
+def copy_run_flops() -> float:
+    """The FLOPs of one copy run, the study's unit of compute (`run_compute_flops` of copy, NoPE,
+    seed 0, from `COPY_RUN_SAMPLE_STEPS` batches), computed once and cached."""
+    return run_compute_flops(make_run("copy", "nope", 0), sample_steps=COPY_RUN_SAMPLE_STEPS)
+
+
 # ---------------------------------------------------------------------------------------------
 # 8. The sweep: resumable, parallel, any concurrent.futures executor (notebook 03)
 # ---------------------------------------------------------------------------------------------
@@ -2124,6 +2171,37 @@ def experiment(name: str) -> Experiment:
 
 
 register_experiment("main", lambda: grid(), ".", "03_train_the_grid")
+
+
+def _listed(values: Iterable[Any]) -> str:
+    """Distinct values in first-seen order, joined: "a, b" (numbers as they print with :g)."""
+    seen = dict.fromkeys(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+    return ", ".join(seen)
+
+
+def experiments_table(results_dir: str | Path = RESULTS_DIR) -> pd.DataFrame:
+    """Every registered experiment, a row each, in the order registered: its runs and how many
+    have a record under `results_dir`, its tasks, encodings, seeds, models (layers x d_model),
+    steps and learning rates, its results folder and the notebook that reads it."""
+    rows = []
+    for exp in EXPERIMENTS.values():
+        runs, folder = exp.runs(), exp.results_dir(results_dir)
+        rows.append(
+            {
+                "experiment": exp.name,
+                "runs": len(runs),
+                "recorded": sum(record_path(folder, c).exists() for c in runs),
+                "tasks": _listed(c.task for c in runs),
+                "encodings": _listed(c.encoding for c in runs),
+                "seeds": _listed(c.seed for c in runs),
+                "model": _listed(f"{c.model.n_layers}x{c.model.d_model}" for c in runs),
+                "steps": _listed(c.steps for c in runs),
+                "learning rate": _listed(c.lr for c in runs),
+                "folder": f"results/{exp.folder}".rstrip("/."),
+                "notebook": exp.notebook,
+            }
+        )
+    return pd.DataFrame(rows).set_index("experiment")
 
 
 def record_path(results_dir: Path, cfg: RunConfig) -> Path:
@@ -2898,13 +2976,20 @@ def ood_rows(df, test_lengths: Sequence[int] | None = range(17, 33)):
     return df[(df["n"] > top) & (df["n"] <= 2 * top)]
 
 
+def column_reciprocal_ranks(scores, order: Sequence[str] | None = None):
+    """1 / rank within each row of `scores` (1 = best). `order` None: ties share the average rank;
+    else only the encodings in `order`, a tie going to the one listed first (the paper's rule)."""
+    if order is None:
+        return 1.0 / scores.rank(axis=1, ascending=False, method="average")
+    return 1.0 / scores[list(order)].rank(axis=1, ascending=False, method="first")
+
+
 def reciprocal_ranks(df, test_lengths: Sequence[int] | None = range(17, 33)):
     """One row per (task, seed) column, one column per encoding: 1 / rank of the encoding's mean
     exact match over the test lengths in that column (1 = best; ties share the average rank).
     A column that lacks an encoding (a grid still being trained) is left out: it cannot rank them all."""
     acc = ood_rows(df, test_lengths).groupby(["task", "seed", "encoding"])["exact_match"].mean().unstack("encoding")
-    acc = acc.dropna()
-    return 1.0 / acc.rank(axis=1, ascending=False, method="average")
+    return column_reciprocal_ranks(acc.dropna())
 
 
 def mean_reciprocal_rank(df, test_lengths: Sequence[int] | None = range(17, 33)):
@@ -3465,30 +3550,27 @@ def pointer_score_table(
 
 
 def draw_attention(
-    task: str,
-    encoding: str,
-    seed: int,
+    run: RunConfig,
     layer: int,
     head: int,
     n: int,
     example: int = 0,
     ax=None,
     results_dir: str | Path = RESULTS_DIR,
-    intervention: str = "none",
+    name: str | None = None,
     colorbar: bool | None = None,
 ) -> dict[str, Any]:
-    """Heatmap of one head on one gold sequence (output steps x all positions), on-target cells
-    ringed, with a colour bar of the weights (`colorbar`; by default where it draws its own
-    figure); returns what was drawn, including the model's greedy output against the target,
-    as token ids and as the task's symbols. The model is the grid's, or that of a training
-    `intervention` (notebook 09)."""
-    cfg = intervention_run(intervention, task, encoding, seed)
-    model, task = load_run_model(cfg, intervention_dir(intervention, results_dir)), cfg.task
+    """Heatmap of one head of `run`'s model (its weights in `results_dir`) on one gold sequence
+    (output steps x all positions), on-target cells ringed, with a colour bar of the weights
+    (`colorbar`; by default where it draws its own figure); the title names the model by `name`
+    (default: its encoding). Returns what was drawn, including the model's greedy output against
+    the target, as token ids and as the task's symbols."""
+    model, task = load_run_model(run, results_dir), run.task
     c = model.config
-    for name, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
+    for what, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
             valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
-            raise ValueError(f"{name}={value!r} is out of range; valid: {valid}")
+            raise ValueError(f"{what}={value!r} is out of range; valid: {valid}")
     scored = max(64, example + 1)  # sequences the on-target score averages over
     batch = inspection_batch(task, n, scored, config=c)
     head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
@@ -3513,8 +3595,7 @@ def draw_attention(
     ax.legend(fontsize=9, loc="upper right", facecolor="0.2", edgecolor="0.6", labelcolor="white", markerscale=1.6)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
     ax.set(
-        title=f"{label(encoding)}{'' if intervention == 'none' else f' ({intervention})'} {task} L{layer}H{head}, "
-        f"n={n}: on-target {score:.2f}",
+        title=f"{name or label(run.encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
         xlabel="key position (BOS, prompt, SEP, answer)",
         ylabel="answer step i (predicting y_i)",
     )
@@ -3524,8 +3605,8 @@ def draw_attention(
         "scored_over": scored,
         "generated": generated.tolist(),
         "target": target.tolist(),
-        "generated symbols": " ".join(cfg.make_task().decode(generated.tolist())),
-        "target symbols": " ".join(cfg.make_task().decode(target.tolist())),
+        "generated symbols": " ".join(run.make_task().decode(generated.tolist())),
+        "target symbols": " ".join(run.make_task().decode(target.tolist())),
         "correct": bool(torch.equal(generated, target)),
         "ax": ax,
     }
@@ -3547,7 +3628,9 @@ def plot_pointer_heads(
         layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
         for ax, n in zip(row, lengths):
             last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
-            drawn = draw_attention(task, enc, 0, layer, head, n, 0, ax=ax, results_dir=results_dir, colorbar=last)
+            drawn = draw_attention(
+                make_run(task, enc, 0), layer, head, n, ax=ax, results_dir=results_dir, colorbar=last
+            )
     lines = [
         f"{task}: each seed-0 model's pointer head (the head that attends most to the symbol it must output next,"
         f" chosen at n = 16), at {' and '.join(f'n = {n}' for n in lengths)}.",
@@ -3654,8 +3737,8 @@ class AttentionExplorer:
         v = self.values()
         fig = Figure(figsize=(7, 4.5))  # not pyplot's: nothing is shown or kept open by accident
         ax = fig.add_subplot()
-        args = (v["task"], v["encoding"], v["seed"], v["layer"], v["head"], v["n"], v["example"])
-        drawn = draw_attention(*args, ax=ax, results_dir=self.results_dir)
+        run = make_run(v["task"], v["encoding"], v["seed"])
+        drawn = draw_attention(run, v["layer"], v["head"], v["n"], v["example"], ax=ax, results_dir=self.results_dir)
         fig.tight_layout()
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=90)
@@ -4565,14 +4648,6 @@ def ood_scores(df, pooled: bool = False):
         parts.append((g["wx"].sum() / g["w"].sum()).unstack("encoding"))
     out = pd.concat(parts) if parts else pd.DataFrame()
     return out[[e for e in ENCODINGS if e in out.columns]]
-
-
-def column_reciprocal_ranks(scores, order: Sequence[str] | None = None):
-    """1 / rank within each row of `scores` (1 = best). `order` None: ties share the average rank;
-    else only the encodings in `order`, a tie going to the one listed first (the paper's rule)."""
-    if order is None:
-        return 1.0 / scores.rank(axis=1, ascending=False, method="average")
-    return 1.0 / scores[list(order)].rank(axis=1, ascending=False, method="first")
 
 
 def _task_weights(rr, splits: dict[str, int] | None) -> np.ndarray:
@@ -7023,12 +7098,18 @@ def plot_rate_curves(curves, path: Path | None = None):
     return fig
 
 
-def scratchpad_curves(results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, top: int = 16):
-    """Long table of experiment 1 and its control: encoding, seed, scratchpad ("o" or "none"), n,
-    exact match (0-1), and for the scratchpad runs the teacher-forced step accuracy and answer
-    given the true steps; sizes up to `top`, pairs whose both runs are trained."""
+def scratchpad_curves(
+    results_dir: str | Path = SCRATCHPAD_DIR,
+    control_dir: str | Path = RESULTS_DIR,
+    top: int = 16,
+    lr: float | None = None,
+):
+    """Long table of experiment 1 and its control at learning rate `lr` (default addition's
+    chosen one): encoding, seed, scratchpad ("o" or "none"), n, exact match (0-1), and for the
+    scratchpad runs the teacher-forced step accuracy and answer given the true steps; sizes up to
+    `top`, pairs whose both runs are trained."""
     rows = []
-    for cfg, _, rec, ctl in scratchpad_pairs(results_dir, control_dir):
+    for cfg, _, rec, ctl in rate_pairs(scratchpad_rates()[0] if lr is None else lr, results_dir, control_dir):
         if rec is None or ctl is None:
             continue
         for name, r in (("o", rec), ("none", ctl)):
@@ -7098,12 +7179,32 @@ def step_or_answer(curves, sizes: Sequence[int] = range(9, 17), runs: Iterable[t
     return table.rename(index=label, level="encoding")
 
 
+def step_or_answer_at_rates(
+    pairs,
+    sizes: Sequence[int] = range(9, 17),
+    results_dir: str | Path = SCRATCHPAD_DIR,
+    control_dir: str | Path = RESULTS_DIR,
+):
+    """`step_or_answer` at each learning rate of `pairs` (`rate_pair_table` rows), over the runs
+    whose step outputs are learned in distribution (status "compared" or "control not learned"):
+    rows (learning rate, encoding, n), rates in the order of `pairs`."""
+    parts = {}
+    for lr, g in pairs.groupby("learning rate", sort=False):
+        learned = g[g["status"].isin(["compared", "control not learned"])]
+        if len(learned):
+            runs = list(zip(learned["encoding"], learned["seed"]))
+            parts[lr] = step_or_answer(scratchpad_curves(results_dir, control_dir, lr=lr), sizes, runs)
+    if not parts:
+        raise ValueError("no run in `pairs` learned the step outputs in distribution")
+    return pd.concat(parts, names=["learning rate"])
+
+
 def step_or_answer_by_size(table, sizes: Sequence[int] | None = None):
-    """`step_or_answer`'s long table (encoding x n rows) wide: one row per encoding, each measure
-    a header over one column per size (`sizes`, default every size in the table), encodings in
-    the table's order."""
+    """`step_or_answer`'s long table (rows: encoding, or learning rate and encoding, then n) wide:
+    one row per encoding (or rate and encoding), each measure a header over one column per size
+    (`sizes`, default every size in the table), rows in the table's order."""
     got = table if sizes is None else table[table.index.get_level_values("n").isin(list(sizes))]
-    order = list(dict.fromkeys(got.index.get_level_values("encoding")))
+    order = list(dict.fromkeys(got.index.droplevel("n")))
     wide = got.unstack("n").reindex(order)
     return wide.rename_axis(columns=[None, "n (digits)"])
 
@@ -8558,41 +8659,6 @@ def matmul_flops_per_s(n: int = 1024, repeats: int = 5) -> float:
         return 2 * n**3 / _median_time(lambda: a @ b, repeats)
 
 
-def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, computed: bool = False) -> float:
-    """Useful FLOPs of one training step: matmuls over the real tokens only, causal attention
-    over each real sequence, forward plus backward (= 3x forward). Padding counts as waste.
-    With computed=True, what the model computes instead: every slot of every row, padding
-    included, and attention over whole rows (the compute a run spends)."""
-    d, L = cfg.d_model, cfg.n_layers
-    seg = batch.segments[:, :-1]
-    dense = 2 * (4 * d * d + 2 * d * cfg.d_ff) * L + 2 * d * vocab_size  # per token
-    if computed:
-        B, T = seg.shape
-        return 3.0 * (B * T * dense + B * L * 2 * 2 * d * T * T)
-    tokens = int((seg >= 0).sum())
-    attention = 0
-    for row in seg:
-        for s in row.unique():
-            if s >= 0:
-                S = int((row == s).sum())
-                attention += L * 2 * d * S * (S + 1)  # q.k and weights.v over t+1 keys, t = 0..S-1
-    return 3.0 * (tokens * dense + attention)
-
-
-def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
-    """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
-    estimated from its first `sample_steps` batches. The study states compute in copy runs: the
-    FLOPs of one 5,000-step copy run of its model."""
-    g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_training_task()
-    per_step = np.mean(
-        [
-            training_step_flops(training_batch(task, cfg, g, cfg.packed), cfg.model, task.vocab_size, computed=True)
-            for _ in range(sample_steps)
-        ]
-    )
-    return float(per_step * cfg.steps)
-
-
 def _hf_gpt2(cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, eos: bool = True):
     """GPT2LMHeadModel with our dimensions; without an end token (eos=False), `generate` never stops early."""
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -8939,6 +9005,10 @@ def _sweep_arguments(sw: argparse.ArgumentParser) -> None:
     sw.add_argument("--scheduler", default=None, help="a Dask scheduler address, to run on a cluster")
 
 
+def _results_argument(ex: argparse.ArgumentParser) -> None:
+    ex.add_argument("--results", type=_folder, default=RESULTS_DIR)
+
+
 @command("sweep", "run the grid's missing runs (resumable)", _sweep_arguments)
 def _sweep_command(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     warmup = min(RunConfig.warmup_steps, args.steps)
@@ -8975,6 +9045,16 @@ def _bench_train_arguments(bt: argparse.ArgumentParser) -> None:
     bt.add_argument("--steps", type=_int_at_least(1), default=20)
     bt.add_argument("--repeats", type=_int_at_least(1), default=5)
     bt.add_argument("--out", type=Path, default=BENCH_DIR / "training.json")
+
+
+@command(
+    "experiments",
+    "every named set of runs (`sweep --grid NAME`): runs, models, steps, folder, notebook",
+    _results_argument,
+)
+def _experiments_command(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 40):
+        print(experiments_table(args.results).to_string())
 
 
 @command("bench-train", "our training step vs GPT2LMHeadModel, and FLOP/s vs matmul peak", _bench_train_arguments)

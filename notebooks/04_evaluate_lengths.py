@@ -199,7 +199,7 @@ for task in ("copy", "reverse"):
 
 # %%
 ablation = L.sinusoidal_ablation()
-copy_run = L.run_compute_flops(L.make_run("copy", "sinusoidal", 0))
+copy_run = L.copy_run_flops()
 spent = sum(L.run_compute_flops(c) for c in ablation)
 print(f"{len(ablation)} runs, {spent / copy_run:.1f} copy runs of compute")
 log = L.sweep_log(L.ABLATION_DIR)

@@ -129,7 +129,7 @@ explorer.widget
 
 # %%
 layer, head, _ = L.pointer_head(L.load_model("reverse", "nope", 0), "reverse", 16)  # the explorer's first view
-drawn = L.draw_attention("reverse", "nope", seed=0, layer=layer, head=head, n=20)
+drawn = L.draw_attention(L.make_run("reverse", "nope", 0), layer=layer, head=head, n=20)
 plt.show()
 print("target   ", drawn["target symbols"])
 print("generated", drawn["generated symbols"], "(right)" if drawn["correct"] else "(wrong)")

@@ -144,7 +144,7 @@ before.assign(learned=before["learned"].map({True: "✓", False: "✗"}))
 # a time on two cores.
 
 # %%
-copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
+copy_run = L.copy_run_flops()
 pilot = L.pilot_table(copy_run)
 display(pilot.assign(task=pilot["task"].map(L.task_title))
         .round({"copy runs": 1, "wall (min)": 1, "in distribution (%)": 1}))

@@ -187,7 +187,7 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 # run: the compute of one 5,000-step copy run of the study's model) and their wall time:
 
 # %%
-copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
+copy_run = L.copy_run_flops()
 runs = pd.DataFrame([{"intervention": L.intervention_of(c), "task": c.task, "encoding": L.label(c.encoding),
                       "copy runs": L.run_compute_flops(c, sample_steps=100) / copy_run}
                      for c in L.experiment("cliff").runs()])
@@ -380,9 +380,11 @@ best_name, best_enc = worst.idxmax()
 print(f"best: {best_name}, {L.label(best_enc)} (every task and seed holds to n = {worst.max()} at least)")
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
 for ax, task in zip(axes, ["copy", "reverse"]):
-    model = L.load_run_model(L.intervention_run(best_name, task, best_enc, 0), L.INTERVENTIONS_DIR)
+    run = L.intervention_run(best_name, task, best_enc, 0)
+    model = L.load_run_model(run, L.INTERVENTIONS_DIR)
     layer, head, _ = L.pointer_head(model, task, 32)
-    drawn = L.draw_attention(task, best_enc, 0, layer, head, 32, ax=ax, intervention=best_name)
+    drawn = L.draw_attention(run, layer, head, 32, ax=ax, results_dir=L.INTERVENTIONS_DIR,
+                             name=f"{L.label(best_enc)} ({best_name})")
     scores = {n: float(L.pointer_scores(model, task, n)[layer, head]) for n in (16, 32, 48)}
     on = ", ".join(f"n = {n}: {v:.2f}" for n, v in scores.items())
     print(f"{task}: L{layer}H{head}; attention on target {on}; this row right: {drawn['correct']}")

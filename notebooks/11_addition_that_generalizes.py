@@ -78,7 +78,7 @@ display(L.places_example(L.addition_run(*L.ADDITION_BEST)))
 # beside it.
 
 # %%
-copy_run = L.run_compute_flops(L.make_run("copy", "nope", 0), sample_steps=100)
+copy_run = L.copy_run_flops()
 table = L.addition_table(copy_run)
 with pd.option_context("display.max_colwidth", None):  # the runs in words, ingredients every run shares named once
     display(L.addition_view(table[table["stage"] == "pilot"], costs=True, name_best=False))

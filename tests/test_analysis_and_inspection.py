@@ -134,7 +134,7 @@ def test_explorer_redraws_when_controls_change(grid_weights):
     assert ex.last["n"] == 7 and ex.last["attention"].shape == (7, 16)
     ex.controls["encoding"].value = "rope"
     ex.controls["head"].value = 3
-    direct = L.draw_attention("reverse", "rope", 0, ex.last["layer"], 3, 7, results_dir=grid_weights)
+    direct = L.draw_attention(L.make_run("reverse", "rope", 0), ex.last["layer"], 3, 7, results_dir=grid_weights)
     assert ex.last["encoding"] == "rope" and ex.last["head"] == 3
     assert (ex.last["attention"] == direct["attention"]).all()
     assert len(ex.last["generated"]) == len(ex.last["target"]) == 8  # n symbols and EOS

@@ -27,6 +27,22 @@ def test_training_step_flops_counts_real_tokens_and_causal_attention():
     assert L.training_step_flops(packed, cfg) == 2 * L.training_step_flops(b, cfg)  # padding is not useful work
 
 
+def test_the_copy_run_unit_is_one_cached_estimate_every_notebook_uses(monkeypatch):
+    calls = []
+    monkeypatch.setattr(L, "run_compute_flops", lambda cfg, sample_steps: calls.append((cfg, sample_steps)) or 7.0)
+    L.copy_run_flops.cache_clear()
+    try:
+        assert L.copy_run_flops() == L.copy_run_flops() == 7.0 and len(calls) == 1  # computed once
+        ((cfg, sample_steps),) = calls
+        assert (cfg.task, cfg.encoding, cfg.seed, cfg.steps) == ("copy", "nope", 0, 5000)
+        assert sample_steps == L.COPY_RUN_SAMPLE_STEPS
+    finally:
+        L.copy_run_flops.cache_clear()
+    notebooks = sorted((Path(L.__file__).parent / "notebooks").glob("*.py"))
+    units = {nb.name: line.strip() for nb in notebooks for line in nb.read_text().splitlines() if "copy_run =" in line}
+    assert units and set(units.values()) == {"copy_run = L.copy_run_flops()"}, units
+
+
 @pytest.mark.slow
 def test_bench_training_smoke():
     r = L.bench_training(steps=2, repeats=1)

@@ -241,9 +241,9 @@ def test_draw_attention_serves_intervention_models(tmp_path, monkeypatch, interv
     )
     cfg = L.intervention_run(intervention, "reverse", "alibi", 0)
     L.run_and_save(cfg, L.intervention_dir(intervention, tmp_path))
-    drawn = L.draw_attention(
-        "reverse", "alibi", 0, layer=1, head=2, n=5, results_dir=tmp_path, intervention=intervention
-    )
+    folder = L.intervention_dir(intervention, tmp_path)
+    drawn = L.draw_attention(cfg, layer=1, head=2, n=5, results_dir=folder, name=f"ALiBi ({intervention})")
+    assert drawn["ax"].get_title().startswith(f"ALiBi ({intervention}) {cfg.task} L1H2, n=5: on-target")
     answer = L.get_task(cfg.task).answer_length(5) + 1  # the answer and EOS
     assert len(drawn["generated"]) == len(drawn["target"]) == answer
     assert drawn["attention"].shape == (

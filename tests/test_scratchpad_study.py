@@ -463,3 +463,39 @@ def test_the_rate_curves_draw_a_median_and_band_per_rate_and_arm():
     assert list(left.get_lines()[0].get_ydata()) == pytest.approx([0.5 + 1 / 100, 0.5 + 1 / 200, 0.5 + 1 / 300])
     assert left.get_title() == "answer alone: training loss" and right.get_xlabel() == "training step"
     plt.close(fig)
+
+
+def test_step_or_answer_at_rates_keeps_each_rates_runs_whose_step_outputs_were_learned(tmp_path):
+    pad, ctl = tmp_path / "pad", tmp_path / "ctl"
+    chosen, lower = L.scratchpad_rates()
+    steps = lambda right: {  # noqa: E731
+        "scratchpad": {
+            "step_accuracy": {str(n): right for n in range(1, 17)},
+            "answer_given_steps": {str(n): 1.0 for n in range(1, 17)},
+        }
+    }
+    learned = {str(n): 1.0 if n <= 8 else 0.1 for n in range(1, 17)}
+    missed = {str(n): 0.3 for n in range(1, 17)}
+    # at the chosen rate NoPE seed 0 learns the step outputs (steps 60% right), its control does not
+    cfg, control, _, _ = L.rate_pairs(chosen, pad, ctl)[0]
+    write_record(pad, cfg, learned, steps(0.6))
+    write_record(ctl, control, missed)
+    # at the lower rate RoPE seed 0 learns them (steps 90% right); NoPE seed 0 does not (left out)
+    lower_pairs = {(c.encoding, c.seed): (c, k) for c, k, _, _ in L.rate_pairs(lower, pad, ctl)}
+    for enc, em, right in (("rope", learned, 0.9), ("nope", missed, 0.2)):
+        cfg, control = lower_pairs[(enc, 0)]
+        write_record(pad, cfg, em, steps(right))
+        write_record(pad, control, learned)
+    pairs = L.rate_pair_table(results_dir=pad, control_dir=ctl)
+    table = L.step_or_answer_at_rates(pairs, sizes=range(9, 11), results_dir=pad, control_dir=ctl)
+    assert table.index.names == ["learning rate", "encoding", "n"]
+    assert table["steps right (%)"].to_dict() == {
+        (chosen, "NoPE", 9): 60.0,
+        (chosen, "NoPE", 10): 60.0,
+        (lower, "RoPE", 9): 90.0,
+        (lower, "RoPE", 10): 90.0,
+    }
+    wide = L.step_or_answer_by_size(table)
+    assert wide.index.tolist() == [(chosen, "NoPE"), (lower, "RoPE")]
+    with pytest.raises(ValueError, match="no run"):
+        L.step_or_answer_at_rates(pairs[pairs["status"] == "neither learned"], results_dir=pad, control_dir=ctl)

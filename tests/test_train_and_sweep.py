@@ -277,6 +277,28 @@ def test_named_grids_that_share_a_folder_share_one_pool_and_train_a_shared_run_o
     assert [(r.name, [x.seed for x in cs]) for r, cs in calls] == [("shared", [0, 1, 2]), ("elsewhere", [0])]
 
 
+def test_the_experiments_table_lists_every_set_with_its_runs_and_records(tmp_path, monkeypatch, capsys):
+    a, b = tiny(steps=5, seed=0), tiny(steps=7, seed=1, lr=2e-3)
+    monkeypatch.setattr(L, "EXPERIMENTS", {})
+    L.register_experiment("set-a", lambda: [a, b], "shared", "10")
+    L.register_experiment("grid", lambda: [a], ".", "03")
+    L._atomic_json(L.record_path(tmp_path / "shared", a), {})  # one of set-a's runs has a record
+    table = L.experiments_table(tmp_path)
+    assert table.index.tolist() == ["set-a", "grid"]
+    row = table.loc["set-a"]
+    assert (row["runs"], row["recorded"], row["seeds"], row["steps"], row["learning rate"]) == (
+        2,
+        1,
+        "0, 1",
+        "5, 7",
+        "0.001, 0.002",
+    )
+    assert (row["folder"], row["notebook"]) == ("results/shared", "10") and table.loc["grid", "folder"] == "results"
+    assert table.loc["grid", "recorded"] == 0 and row["model"] == f"{a.model.n_layers}x{a.model.d_model}"
+    L.main(["experiments", "--results", str(tmp_path)])
+    assert "set-a" in capsys.readouterr().out
+
+
 def test_the_sinusoidal_ablation_changes_one_setting_per_run_within_its_budget():
     configs = L.sinusoidal_ablation()
     base = L.make_run("copy", "sinusoidal", 0).to_dict()

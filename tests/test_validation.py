@@ -132,7 +132,7 @@ def test_draw_attention_checks_layer_head_and_example(tmp_path):
     ]:
         args = dict(layer=0, head=0, n=5) | kw
         with pytest.raises(ValueError, match=message):
-            L.draw_attention("reverse", "nope", 0, results_dir=tmp_path, **args)
+            L.draw_attention(cfg, results_dir=tmp_path, **args)
 
 
 def _tree_digest(folder: Path) -> str:
