@@ -150,7 +150,9 @@ PAD, BOS, SEP, EOS = 0, 1, 2, 3  # the special tokens every task shares
 SPECIAL_TOKENS = ("<pad>", "<s>", "<sep>", "</s>")
 N_SPECIAL = len(SPECIAL_TOKENS)
 N_SYMBOLS = 20
-KEYED_BY_NAME = ("scratchpad",)  # task options whose values are written name-value in a task's key
+# Task options whose values are written name-value in a task's key (`Task.key`): an option whose
+# values could be mistaken for another option's registers itself here.
+KEYED_BY_NAME: set[str] = set()
 VOCAB_SIZE = N_SPECIAL + N_SYMBOLS  # copy's and reverse's: the special tokens and 20 symbols
 
 
@@ -188,8 +190,7 @@ class Task:
     @property
     def key(self) -> str:
         """The task's name, with each option that differs from its default (`addition.paper`;
-        an option in KEYED_BY_NAME is written name-value: `addition.paper.scratchpad-icovr`):
-        names its runs."""
+        an option in KEYED_BY_NAME is written name-value, `option-value`): names its runs."""
         changed = [f"{k}-{v}" if k in KEYED_BY_NAME else v for k, v in self.format.items() if v != self.options[k][0]]
         return ".".join([self.name, *changed])
 
@@ -228,19 +229,6 @@ class Task:
         """For each answer token y_i, the index (1..prompt_length) of the prompt token it
         reproduces, if the task has one (pointer-head inspection needs it)."""
         return None
-
-    def coupled_sources(self, n: int) -> list[int] | None:
-        """For position coupling (notebook 09): per query of the answer (SEP, y_1, .., y_n), the
-        index in [BOS, prompt, ..] of the token whose position it reads: the source of the token it
-        predicts, and for EOS one step past the last source (copy: SEP's index; reverse: BOS).
-        None if the answer does not walk the prompt one token at a time."""
-        src, two = self.source_positions(n), self.source_positions(2)
-        if src is None or two is None or abs(two[1] - two[0]) != 1:
-            return None
-        step = two[1] - two[0]
-        if any(b - a != step for a, b in zip(src, src[1:])):
-            return None
-        return [*src, src[-1] + step]
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         """Token ids -> their names (special tokens, then this task's symbols)."""
@@ -5738,9 +5726,23 @@ def randomize_positions(batch: Batch, n_positions: int, generator: torch.Generat
     return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
 
 
+def coupled_sources(task: Task, n: int) -> list[int] | None:
+    """For position coupling: per query of the answer (SEP, y_1, .., y_n), the index in
+    [BOS, prompt, ..] of the token whose position it reads: the source of the token it predicts
+    (`Task.source_positions`), and for EOS one step past the last source (copy: SEP's index;
+    reverse: BOS). None if the answer does not walk the prompt one token at a time."""
+    src, two = task.source_positions(n), task.source_positions(2)
+    if src is None or two is None or abs(two[1] - two[0]) != 1:
+        return None
+    step = two[1] - two[0]
+    if any(b - a != step for a, b in zip(src, src[1:])):
+        return None
+    return [*src, src[-1] + step]
+
+
 def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
     """Position coupling (Cho et al. 2024): each query of the answer (SEP, y_1, .., y_n) takes the
-    position of the prompt token whose copy it predicts (`Task.coupled_sources`), so that pointing
+    position of the prompt token whose copy it predicts (`coupled_sources`), so that pointing
     is attending to one's own position, at any length; the prompt keeps its positions. `offsets`
     are each token's index in its sequence (the positions before any randomizing)."""
     seg, positions = batch.segments, batch.positions.clone()
@@ -5753,7 +5755,7 @@ def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
         L_n = task.sequence_length(n)
         if L_n > T:
             break
-        sources = task.coupled_sources(n)
+        sources = coupled_sources(task, n)
         if sources is None:
             raise ValueError(f"task {task.name!r} cannot couple positions: its answer does not walk its prompt")
         first = task.prompt_length(n) + 1  # SEP's index: the first query of the answer
@@ -6246,6 +6248,7 @@ def writes_steps(
     def register(steps: Callable[[list[str]], list[Step]]) -> Callable[[list[str]], list[Step]]:
         STEP_WRITERS[task] = StepWriter(steps, components, tuple(symbols), longest)
         TASKS[task].options = {**TASKS[task].options, "scratchpad": scratchpad_values(components)}
+        KEYED_BY_NAME.add("scratchpad")  # its values are letters: `addition.paper.scratchpad-o`
         return steps
 
     return register

@@ -275,7 +275,7 @@ def check_coupled(batch, coupled, task, natural):
             nat, got = natural[b, cols], coupled.positions[b, cols]
             first = task.prompt_length(n) + 1
             assert torch.equal(got[:first], nat[:first]) and got[-1] == nat[-1]
-            assert torch.equal(got[first:-1], nat[torch.tensor(task.coupled_sources(n))])
+            assert torch.equal(got[first:-1], nat[torch.tensor(L.coupled_sources(task, n))])
 
 
 @pytest.mark.parametrize("name", ["copy", "reverse"])
@@ -291,11 +291,14 @@ def test_coupled_positions_point_each_answer_query_at_its_source(name, random):
 
 
 def test_coupled_sources_walk_the_prompt_and_stop_one_past_it():
-    assert L.get_task("copy").coupled_sources(3) == [1, 2, 3, 4]  # EOS reads SEP's own index: no prompt token
-    assert L.get_task("reverse").coupled_sources(3) == [3, 2, 1, 0]  # EOS reads BOS's
-    assert L.get_task("reverse").coupled_sources(1) == [1, 0] and L.get_task("copy").coupled_sources(1) == [1, 2]
-    assert L.get_task("copy_hints").coupled_sources(2) == [1, 2, 3, 4, 5]  # hints walk the prompt too
-    assert L.get_task("reverse_hints").coupled_sources(2) is None and L.get_task("sorting").coupled_sources(3) is None
+    assert L.coupled_sources(L.get_task("copy"), 3) == [1, 2, 3, 4]  # EOS reads SEP's own index: no prompt token
+    assert L.coupled_sources(L.get_task("reverse"), 3) == [3, 2, 1, 0]  # EOS reads BOS's
+    assert L.coupled_sources(L.get_task("reverse"), 1) == [1, 0] and L.coupled_sources(L.get_task("copy"), 1) == [1, 2]
+    assert L.coupled_sources(L.get_task("copy_hints"), 2) == [1, 2, 3, 4, 5]  # hints walk the prompt too
+    assert (
+        L.coupled_sources(L.get_task("reverse_hints"), 2) is None
+        and L.coupled_sources(L.get_task("sorting"), 3) is None
+    )
     batch = L.single_length_batch(L.get_task("reverse_hints"), 3, 2, draw())
     with pytest.raises(ValueError, match="'reverse_hints' cannot couple positions"):
         L.couple_positions(batch, batch.positions, L.get_task("reverse_hints"))
@@ -317,7 +320,7 @@ def test_inspection_reads_the_positions_a_model_was_trained_at():
     config = L.ModelConfig(encoding="rope", position_coupling=True, random_positions=100)
     coupled = L.inspection_batch("reverse", 9, 8, config=config)
     assert torch.equal(coupled.tokens, plain.tokens)
-    src = torch.tensor(L.get_task("reverse").coupled_sources(9))
+    src = torch.tensor(L.coupled_sources(L.get_task("reverse"), 9))
     assert torch.equal(coupled.positions[:, 10:20], coupled.positions[:, src])  # SEP .. y_9 read their sources'
 
 
