@@ -1677,7 +1677,11 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
-            self.model = ModelConfig(**_without_retired(self.model))
+            valid = [f.name for f in dataclasses.fields(ModelConfig)]
+            unknown = [k for k in self.model if k not in valid]
+            if unknown:
+                raise ValueError(f"no model setting {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
+            self.model = ModelConfig(**self.model)
         if not isinstance(self.model, ModelConfig):
             raise ValueError(f"RunConfig.model must be a ModelConfig (or its dict); got {type(self.model).__name__}")
         task = get_task(self.task, self.task_options)  # raises on an unknown task or option
@@ -1744,14 +1748,15 @@ class RunConfig:
 
 # Bump when a change to the training or evaluation code changes what a run produces: every
 # config hash changes with it, so the sweep re-runs the grid instead of serving records that the
-# old code made. Revision 1 trained the first grid; 2 packs batches by scatter, shares the relative
-# bias across packed rows, and uses PyTorch's fused AdamW (same data, float-level differences).
+# old code made. Every record is of revision 2: batches packed by scatter, the relative bias
+# shared across packed rows, PyTorch's fused AdamW.
 TRAINING_REVISION = 2
 
 
-# Config fields added after the grid was trained, with the value every earlier run had. At that
-# value a field is left out of the hash, so earlier runs keep their names and records; any other
-# value names a new run.
+# Settings added after the grid was trained, with the value every earlier run had. At that value
+# a setting is left out of the hash, so the runs trained before it existed keep their names; any
+# other value names a new run. Records carry every setting (`tools/migrate_records.py` wrote them
+# into the records trained before).
 LATER_FIELDS: dict[str, Any] = {
     "packed": True,
     "model.scale_embeddings": False,
@@ -1769,22 +1774,6 @@ LATER_FIELDS: dict[str, Any] = {
 }
 
 
-# Model fields that records once carried and the model no longer has, with the only value any
-# record holds: the attention scaling moved out of the model (`scaled_attention`, inference only).
-RETIRED_MODEL_FIELDS: dict[str, Any] = {"attention_temperature": 1.0, "log_length_scaling": 0}
-
-
-def _without_retired(model: dict[str, Any]) -> dict[str, Any]:
-    """A record's model config without the retired fields (refused at any other value)."""
-    for key, value in RETIRED_MODEL_FIELDS.items():
-        if key in model and model[key] != value:
-            raise ValueError(
-                f"model field {key}={model[key]!r} is no longer a model setting; "
-                "apply it at inference with scaled_attention(model, ...)"
-            )
-    return {k: v for k, v in model.items() if k not in RETIRED_MODEL_FIELDS}
-
-
 def _hashed_fields(config: dict[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(config))  # a deep copy
     for key, default in LATER_FIELDS.items():
@@ -1799,9 +1788,7 @@ def _hashed_fields(config: dict[str, Any]) -> dict[str, Any]:
 
 def config_hash(config: dict[str, Any], revision: int = TRAINING_REVISION) -> str:
     """12 hex digits naming a run: its full config and the revision of the code that trains it."""
-    blob = json.dumps(_hashed_fields(config), sort_keys=True).encode()
-    if revision > 1:  # revision 1 hashed the config alone
-        blob += f"|revision={revision}".encode()
+    blob = json.dumps(_hashed_fields(config), sort_keys=True).encode() + f"|revision={revision}".encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
@@ -2214,11 +2201,11 @@ def read_record(path: Path) -> dict[str, Any]:
         rec = json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CorruptRecord(f"{path}: not valid JSON ({e})") from None
-    missing = [k for k in ("config", "config_hash", "exact_match", "loss_curve") if k not in rec]
+    missing = [k for k in ("config", "config_hash", "training_revision", "exact_match", "loss_curve") if k not in rec]
     if missing:
         raise CorruptRecord(f"{path}: incomplete record, missing {', '.join(missing)}")
     try:
-        cfg_hash = config_hash(RunConfig.from_dict(rec["config"]).to_dict(), rec.get("training_revision", 1))
+        cfg_hash = config_hash(RunConfig.from_dict(rec["config"]).to_dict(), rec["training_revision"])
     except (TypeError, ValueError) as e:
         raise CorruptRecord(f"{path}: its config is not a valid RunConfig ({e})") from None
     if cfg_hash != rec["config_hash"]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import Inline, tiny
+from support import Inline, tiny, tool
 
 import lengen_helpers as L
 
@@ -146,7 +146,8 @@ def test_corrupt_record_is_reported_kept_and_rerun(tmp_path, capsys):
 def test_read_record_refuses_a_record_whose_config_is_not_valid(tmp_path):
     p = tmp_path / "r.json"
     bad = tiny().to_dict() | {"task": "sort"}
-    p.write_text(json.dumps({"config": bad, "config_hash": "x", "exact_match": {}, "loss_curve": {}}))
+    rec = {"config": bad, "config_hash": "x", "training_revision": L.TRAINING_REVISION, "exact_match": {}}
+    p.write_text(json.dumps(rec | {"loss_curve": {}}))
     with pytest.raises(L.CorruptRecord, match="not a valid RunConfig .*unknown task 'sort'"):
         L.read_record(p)
 
@@ -154,7 +155,7 @@ def test_read_record_refuses_a_record_whose_config_is_not_valid(tmp_path):
 def test_read_record_names_what_is_missing(tmp_path):
     p = tmp_path / "r.json"
     p.write_text(json.dumps({"config": tiny().to_dict(), "config_hash": tiny().hash}))
-    with pytest.raises(L.CorruptRecord, match="missing exact_match, loss_curve"):
+    with pytest.raises(L.CorruptRecord, match="missing training_revision, exact_match, loss_curve"):
         L.read_record(p)
 
 
@@ -195,21 +196,31 @@ def test_a_new_training_revision_changes_every_hash_and_old_records_stay_readabl
         L.sweep([new], tmp_path, train=False, progress=False)
 
 
-def test_revision_one_records_keep_their_hash():
-    cfg = tiny().to_dict()
-    written = json.loads(json.dumps(cfg))  # as revision 1 wrote it, before the later fields existed
-    for field in L.LATER_FIELDS:  # "packed", "model.scale_embeddings", ...
-        *parent, name = field.split(".")
-        del (written[parent[0]] if parent else written)[name]
-    expected = __import__("hashlib").sha256(json.dumps(written, sort_keys=True).encode()).hexdigest()[:12]
-    assert L.config_hash(cfg, 1) == L.config_hash(written, 1) == expected
+def test_the_migration_writes_every_setting_and_keeps_each_hash(tmp_path, capsys):
+    migrate = tool("migrate_records")
+    cfg = tiny()
+    old = cfg.to_dict()
+    del old["packed"], old["model"]["digit_places"]  # as written before the two settings existed
+    rec = {"name": cfg.name, "config": old, "config_hash": cfg.hash, "training_revision": L.TRAINING_REVISION}
+    path = L.record_path(tmp_path, cfg)
+    L._atomic_json(path, rec | {"exact_match": {"1": 1.0}, "loss_curve": {}})
+    assert migrate.main(tmp_path) == 0 and "1 of 1 records rewritten" in capsys.readouterr().out
+    new = L.read_record(path)
+    assert new["config"] == cfg.to_dict() and new["exact_match"] == {"1": 1.0}  # the rest as it was
+    migrate.main(tmp_path)
+    assert "0 of 1 records rewritten" in capsys.readouterr().out  # run again: nothing to do
+    wrong = L.record_path(tmp_path, tiny(seed=1))
+    L._atomic_json(wrong, rec | {"config": tiny(seed=1, steps=7).to_dict(), "exact_match": {}, "loss_curve": {}})
+    with pytest.raises(ValueError, match="would not keep hash"):
+        migrate.main(tmp_path)
+    assert L.read_record(path) == new  # a refusal writes nothing
 
 
 @pytest.mark.results
 def test_fields_added_after_the_grid_keep_the_grid_s_hashes_at_their_defaults():
-    # the committed grid's records were written before `packed` and `scale_embeddings` existed
+    # the committed grid was trained before `packed` and `scale_embeddings` existed: its name holds
     committed = L.read_record(L.RESULTS_DIR / "runs" / "copy-nope-s0-35698c6d50e8.json")
-    assert "packed" not in committed["config"]
+    assert committed["config"]["packed"] is True and committed["config"]["model"]["scale_embeddings"] is False
     assert L.make_run("copy", "nope", 0).hash == committed["config_hash"] == "35698c6d50e8"
     base = tiny()
     others = (
@@ -328,6 +339,7 @@ def test_every_committed_record_loads_with_its_hash():
         record = L.read_record(path)  # raises CorruptRecord if its config no longer gives its hash
         cfg = L.RunConfig.from_dict(record["config"])
         assert path.name == f"{cfg.name}-{record['config_hash']}.json"
+        assert record["config"] == cfg.to_dict(), f"{path.name}: run tools/migrate_records.py"  # every setting
 
 
 def test_every_experiment_names_its_folder_and_a_notebook_that_exists():
