@@ -8,8 +8,8 @@ The teaching core, sections 1-8, is the model and how it is trained and scored; 
 experiment and names nothing defined after it (a test over the module's syntax tree keeps it so).
 A chapter adds itself by registering: a task (`register_task`), a format that wraps tasks
 (`register_task_wrapper`), an encoding (`register_encoding`), a position scheme
-(`register_position_scheme`), an experiment (`register_experiment`). Each later section holds
-one chapter's code, all of it:
+(`register_position_scheme`); what it trains is a row of the experiments section (17). Each later
+section holds one chapter's code, all of it:
 
     1. tasks                           (copy, reverse, their batches; a registry for more, with formats)
     2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
@@ -27,8 +27,9 @@ one chapter's code, all of it:
    14. what moves the cliff            (09: failure anatomy, attention scaling, training interventions)
    15. scratchpads                     (10: a task's steps before its answer, scored on the final answer)
    16. addition that generalizes       (11: digit places as positions, Cho et al. and McLeish et al.)
-   17. benchmarks                      (03, 06: training throughput, decoding caches)
-   18. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
+   17. the experiments                 (every named set of runs: its runs, folder and notebook, one table)
+   18. benchmarks                      (03, 06: training throughput, decoding caches)
+   19. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
@@ -2126,8 +2127,8 @@ class Experiment:
         return Path(results_dir) / self.folder
 
 
-# Every experiment of the study, one row each: the grid here, and each chapter registers its own
-# where its code is (`register_experiment`), so that nothing here changes when a chapter is added.
+# Every experiment of the study, one row each, registered by name (`register_experiment`): the
+# experiments section, after the chapters, lists them all, so nothing here changes with a chapter.
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
@@ -2143,9 +2144,6 @@ def experiment(name: str) -> Experiment:
     if name not in EXPERIMENTS:
         raise _unknown("experiment", name, EXPERIMENTS)
     return EXPERIMENTS[name]
-
-
-register_experiment("main", lambda: grid(), ".", "03_train_the_grid")
 
 
 def _listed(values: Iterable[Any]) -> str:
@@ -3258,10 +3256,7 @@ def sinusoidal_ablation(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     ]
 
 
-register_experiment("sinusoidal-ablation", sinusoidal_ablation, "ablations/sinusoidal", "04_evaluate_lengths")
-
-
-ABLATION_DIR = experiment("sinusoidal-ablation").results_dir()
+ABLATION_DIR = RESULTS_DIR / "ablations" / "sinusoidal"
 
 
 def setting_changes(config: dict[str, Any]) -> str:
@@ -4223,21 +4218,10 @@ def paper_split_runs(
 LONGER_STEPS: dict[str, int] = {"lego": 10_000}
 
 
-def _register_task_experiments() -> None:
-    """`sweep --grid paper-tasks` (every arithmetic and algorithmic task), one per task (its 18
-    runs), and NAME-longer for each task given more steps."""
-    register_experiment(
-        "paper-tasks", lambda: [c for t in PAPER_TASKS for c in paper_split_runs(t)], ".", "07_paper_tasks"
-    )
-    for task in (*PAPER_TASKS, "scan", "pcfg"):
-        register_experiment(task, functools.partial(paper_split_runs, task), ".", "07_paper_tasks")
-    for task, steps in LONGER_STEPS.items():
-        register_experiment(
-            f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".", "07_paper_tasks"
-        )
+def paper_tasks_runs() -> list[RunConfig]:
+    """Every arithmetic and algorithmic task's grid (`sweep --grid paper-tasks`)."""
+    return [c for t in PAPER_TASKS for c in paper_split_runs(t)]
 
-
-_register_task_experiments()
 
 # The four tasks not learned at the study's settings, even with twice the steps, get a larger model
 # for the task alone (the same for every encoding), in the paper's format where ours differed.
@@ -4283,8 +4267,6 @@ def ten_task_pilot() -> list[RunConfig]:
     return [pilot_run(t, e, shape, **kw) for t, e, shape, kw in TEN_TASK_PILOT]
 
 
-register_experiment("ten-task-pilot", ten_task_pilot, "pilots", "07_paper_tasks")
-
 # The shape the pilot chose for each of those tasks, with any other setting it changed, and its
 # grid (`sweep --grid TASK-SHAPE`): polynomial evaluation is learned by the deep shape (NoPE 99.7%,
 # sinusoidal 99.8%); the paper's addition by the deep shape at learning rate 2e-3 (NoPE 97.9%;
@@ -4304,15 +4286,6 @@ def chosen_shape_runs(task: str, seeds: Sequence[int] = range(3)) -> list[RunCon
     shape, changed = CHOSEN_SHAPES[task]
     settings = {**PILOT_SHAPES[shape], "task_options": PAPER_FORMAT.get(task, {}), **changed}
     return paper_split_runs(task, seeds=seeds, **settings)
-
-
-def _register_chosen_shape_experiments() -> None:
-    """`sweep --grid TASK-SHAPE` for each task with a chosen shape (addition-deep, polynomial-deep)."""
-    for task, (shape, _) in CHOSEN_SHAPES.items():
-        register_experiment(f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".", "07_paper_tasks")
-
-
-_register_chosen_shape_experiments()
 
 
 def pilot_table(copy_run: float, results_dir: str | Path | None = None):
@@ -4410,15 +4383,6 @@ def second_pilot_table(copy_run: float, results_dir: str | Path | None = None):
     return pd.DataFrame(rows)
 
 
-def _register_second_pilot() -> None:
-    """`sweep --grid lego-pilot` and `sweep --grid pcfg-pilot`."""
-    for task in SECOND_PILOT:
-        register_experiment(f"{task}-pilot", functools.partial(second_pilot, task), "pilots", "07_paper_tasks")
-
-
-_register_second_pilot()
-
-
 # The paper's own runs do not reach 95% in distribution on PCFG (its run records: the lowest of its
 # 15 runs on the split it ranks is 83.0% by the study's measure, the mean over the training sizes;
 # results/published/paper_in_distribution.csv). A task the paper ranks at that level joins the
@@ -4456,10 +4420,6 @@ def pcfg_deep_runs(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
 def lego_width() -> list[RunConfig]:
     """LEGO (the paper's format) on the wide shape for 10,000 steps: NoPE, then sinusoidal, seed 0."""
     return paper_split_runs("lego", ["nope", "sinusoidal"], [0], task_options=PAPER_FORMAT["lego"], **LEGO_WIDTH)
-
-
-register_experiment("pcfg-deep", pcfg_deep_runs, ".", "07_paper_tasks")
-register_experiment("lego-width", lego_width, "pilots", "07_paper_tasks")
 
 
 def lego_chain_position(prompt: Tensor, n: int) -> int:
@@ -5841,9 +5801,6 @@ def cliff_interventions() -> list[RunConfig]:
     ]
 
 
-register_experiment("cliff", cliff_interventions, "interventions", "09_what_moves_the_cliff")
-
-
 def intervention_dir(intervention: str, results_dir: str | Path = RESULTS_DIR) -> Path:
     """Where an intervention's runs are kept: the grid's folder for "none", else the sweep's own."""
     if intervention not in INTERVENTIONS:
@@ -6026,7 +5983,7 @@ def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 
 
 # Training interventions (`INTERVENTIONS`, section 14): the failure anatomy of every trained run of
 # each, beside the grid's own models ("none"), cached per intervention.
-INTERVENTIONS_DIR = experiment("cliff").results_dir()
+INTERVENTIONS_DIR = RESULTS_DIR / "interventions"
 
 
 def intervention_table(
@@ -6540,9 +6497,6 @@ def scratchpad_pilot() -> list[RunConfig]:
     return [*study, make_run("addition", "nope", 0, train_max_len=8, eval_max_len=16, **chosen)]
 
 
-register_experiment("scratchpad-pilot", scratchpad_pilot, "scratchpads", "10_scratchpads")
-
-
 # Experiment 1: the paper's addition with the step outputs ("o") on addition's chosen model and
 # steps, every encoding, three seeds, scored to 16 digits (the paper's 2L); its control is the
 # addition grid of the same model and steps without a scratchpad. The pilot's outputs-only run is
@@ -6556,10 +6510,7 @@ def scratchpad_addition(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     )
 
 
-register_experiment("scratchpad-addition", scratchpad_addition, "scratchpads", "10_scratchpads")
-
-
-SCRATCHPAD_DIR = experiment("scratchpad-addition").results_dir()
+SCRATCHPAD_DIR = RESULTS_DIR / "scratchpads"
 
 
 def scratchpad_example(task: str, components: str, n: int, seed: int = 0, options: dict[str, str] | None = None):
@@ -6665,10 +6616,6 @@ def scratchpad_components() -> list[RunConfig]:
     return [scratchpad_run("addition", f) for f in SCRATCHPAD_COMPONENTS]
 
 
-register_experiment("scratchpad-tasks", scratchpad_tasks, "scratchpads", "10_scratchpads")
-register_experiment("scratchpad-components", scratchpad_components, "scratchpads", "10_scratchpads")
-
-
 # Experiment 1 at a lower learning rate: addition's learning rate (2e-3) was chosen for the answer alone, and
 # at it every RoPE run with the step outputs stayed on a plateau. The round trains both arms again
 # at 1e-3 on the paper's five encodings, pair by pair, both arms in this chapter's folder (the
@@ -6689,9 +6636,6 @@ def scratchpad_lower_lr(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
             runs += paper_split_runs("addition", [enc], [seed], eval_max_len=16, task_options=steps, **settings)
             runs += paper_split_runs("addition", [enc], [seed], task_options={"format": "paper"}, **settings)
     return runs
-
-
-register_experiment("scratchpad-lower-lr", scratchpad_lower_lr, "scratchpads", "10_scratchpads")
 
 
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
@@ -6886,17 +6830,20 @@ def scratchpad_format_table(
 def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PAPER_ENCODINGS):
     """The paper's three scratchpad claims, each judged from the tables above it ("holds here",
     "does not hold here", "not distinguishable here", or "not trained yet"), with the numbers
-    that decide it. `pairs`: `rate_pair_table` rows of one learning rate (the first claim is
-    judged on the paper's five encodings by `claim_every_encoding`); `task_effect`:
-    `scratchpad_task_effect`; `formats`: `scratchpad_format_table`, whose one-seed differences
-    are set against how far the compared step-output runs' seeds of one encoding lie apart."""
+    that decide it. `pairs`: `rate_pair_table` rows of one learning rate or more (the first claim
+    is judged on the paper's five encodings by `claim_every_encoding`, each seed once: its
+    compared rates averaged by `compared_by_seed`); `task_effect`: `scratchpad_task_effect`;
+    `formats`: `scratchpad_format_table`, whose one-seed differences are set against how far the
+    learned step-output runs' seeds of one encoding lie apart at one rate."""
     rows = []
     # 1. Addition, every encoding: pairs where both arms learned, judged from their seeds.
     trained = pairs[(pairs["status"] != "not trained yet") & pairs["encoding"].isin(encodings)]
     if trained.empty:
         here, why = "not trained yet", "no pair trained"
     else:
-        here, why = claim_every_encoding(pairs, encodings)
+        here, why = claim_every_encoding(compared_by_seed(pairs), encodings)
+        rates = ", ".join(f"{lr:g}" for lr in pairs["learning rate"].unique())
+        why = f"at lr {rates}, each seed once: " + why.replace("pairs compared", "seeds compared")
     rows.append({"claim": "a scratchpad helps addition, for every encoding", "here": here, "numbers": why})
     # 2. Not on the other tasks: only runs learned with and without the scratchpad are ranked.
     ranked = task_effect[task_effect["verdict"].isin(["helps", "no measurable gain", "hurts"])]
@@ -6914,9 +6861,8 @@ def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PA
     added = formats.drop(index=["none", "o"])
     compared = added[added["OOD vs o (points)"].notna()]
     learned = pairs[pairs["status"].isin(["compared", "control not learned"])]
-    spreads = learned.groupby("encoding")["OOD with (%)"].agg(lambda v: v.max() - v.min())[
-        learned.groupby("encoding").size() > 1
-    ]
+    by = learned.groupby(["learning rate", "encoding"])
+    spreads = by["OOD with (%)"].agg(lambda v: v.max() - v.min())[by.size() > 1]
     if compared.empty:
         here = "not trained yet"
     elif spreads.empty:
@@ -6928,7 +6874,7 @@ def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PA
     why = "; ".join(f"{f}: {r['OOD vs o (points)']:+.1f} points against o (one seed)" for f, r in compared.iterrows())
     why = why or f"{len(added)} formats planned, none trained"
     if len(spreads):
-        why += f"; o's seeds of one encoding lie {spreads.min():.1f}-{spreads.max():.1f} points apart"
+        why += f"; o's seeds of one encoding (at one rate) lie {spreads.min():.1f}-{spreads.max():.1f} points apart"
     rows.append({"claim": "its format matters (NoPE, seed 0)", "here": here, "numbers": why})
     return pd.DataFrame(rows).set_index("claim")
 
@@ -7009,6 +6955,24 @@ def seed_effects(pairs, encodings: Sequence[str] = PAPER_ENCODINGS):
     return pd.DataFrame(rows).set_index("encoding")
 
 
+def compared_by_seed(pairs):
+    """`rate_pair_table` rows of every rate, one per (encoding, seed) compared at some rate: its
+    out-of-distribution difference (points), the mean over the rates at which its pair is compared
+    (named in "rates"), so that each seed counts once in `seed_effects` and `claim_every_encoding`."""
+    got = pairs[pairs["status"] == "compared"]
+    rows = [
+        {
+            "encoding": enc,
+            "seed": seed,
+            "status": "compared",
+            "rates": ", ".join(f"{lr:g}" for lr in g["learning rate"]),
+        }
+        | {"OOD difference (points)": g["OOD difference (points)"].mean()}
+        for (enc, seed), g in got.groupby(["encoding", "seed"], sort=False)
+    ]
+    return pd.DataFrame(rows, columns=["encoding", "seed", "status", "rates", "OOD difference (points)"])
+
+
 def claim_every_encoding(pairs, encodings: Sequence[str] = PAPER_ENCODINGS, alpha: float = SCRATCHPAD_ALPHA):
     """The paper's claim that the step outputs help addition for every encoding, judged on the
     compared pairs of `encodings` at one learning rate (`rate_pair_table` rows): "holds here" where
@@ -7066,6 +7030,32 @@ def plateau_exit(curves, level: float = 0.05):
     below = curves[curves["loss"] < level].groupby(["learning rate", "arm", "encoding", "seed"])["step"].min()
     runs = curves.groupby(["learning rate", "arm", "encoding", "seed"])["step"].max().rename("last")
     return below.reindex(runs.index).astype("Int64").unstack("seed")
+
+
+def late_loss_change(curves, pairs, window: int = 2000, falling: float = 0.1, learned_bar: float = 0.9):
+    """Per arm of `pairs` (`rate_pair_table` rows) that did not learn addition in distribution
+    (under `learned_bar`): its loss per target token `window` steps before the end of training and
+    at the end (`rate_loss_curves`), the relative change between them, and whether it is still
+    falling (down by more than the fraction `falling` over those last steps, while the cosine
+    schedule brings the learning rate towards 0)."""
+    by_run = curves.set_index(["learning rate", "arm", "encoding", "seed", "step"])["loss"].sort_index()
+    rows = []
+    for _, p in pairs[pairs["status"] != "not trained yet"].iterrows():
+        for arm, column in (
+            ("step outputs", "in distribution with (%)"),
+            ("answer alone", "in distribution without (%)"),
+        ):
+            if p[column] >= 100 * learned_bar:
+                continue
+            loss = by_run.loc[(p["learning rate"], arm, p["encoding"], p["seed"])]
+            end = int(loss.index.max())
+            before, last = float(loss.loc[end - window]), float(loss.loc[end])
+            rows.append(
+                {"learning rate": p["learning rate"], "arm": arm, "encoding": p["encoding"], "seed": p["seed"]}
+                | {"in distribution (%)": p[column], f"loss at {end - window:,}": before, f"loss at {end:,}": last}
+                | {"change (%)": 100 * (last / before - 1), "still falling": last < (1 - falling) * before}
+            )
+    return pd.DataFrame(rows)
 
 
 def plot_rate_curves(curves, path: Path | None = None):
@@ -7631,9 +7621,6 @@ def addition_pilot() -> list[RunConfig]:
     return [addition_run(arm, encoding, **kw) for arm, encoding, kw in tried]
 
 
-register_experiment("addition-pilot", addition_pilot, "addition", "11_addition_that_generalizes")
-
-
 # The configuration that met the goal in the pilot, on three seeds; then the ablation: each
 # ingredient taken away or changed in turn (the window's width, the answer's order, the encoding),
 # one seed each. Without places or without the window, the pilot's runs already stand.
@@ -7657,10 +7644,8 @@ def addition_study() -> list[RunConfig]:
     return best + [addition_run(arm, encoding, **kw) for _, arm, encoding, kw in ADDITION_ABLATION]
 
 
-register_experiment("addition-places", addition_study, "addition", "11_addition_that_generalizes")
-
 ADDITION_GOAL: dict[str, float] = {"in distribution": 0.99, "16 digits": 0.95, "32 digits": 0.90}  # every seed
-ADDITION_DIR = experiment("addition-places").results_dir()
+ADDITION_DIR = RESULTS_DIR / "addition"
 
 
 def addition_arm(cfg: RunConfig) -> str:
@@ -8323,9 +8308,6 @@ def structured_study() -> list[RunConfig]:
     return structured_pilot() + first + best + structured_steps_ablation()
 
 
-register_experiment("addition-structured", structured_study, "addition", "11_addition_that_generalizes")
-
-
 STRUCTURED_GOAL = {"every size to 64": 0.99, "128 digits": 0.95}  # every seed, random sums and every family
 
 
@@ -8625,7 +8607,53 @@ def plot_column_attention(table, n: int, path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 17. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
+# 17. The experiments: every named set of runs the study trained, and the notebook that reads it
+# ---------------------------------------------------------------------------------------------
+# One row per experiment: its name (`sweep --grid NAME`), the function of the sections above that
+# builds its runs, the folder under results/ its records go to, and its notebook. The chapters hold
+# the mechanisms and the functions that name each run; this table is what was run.
+# `python -m lengen_helpers experiments` prints it with every set's runs, models, steps and records.
+def under_results(path: Path) -> str:
+    """A chapter's results folder as an experiment names it: relative to `RESULTS_DIR`."""
+    return path.relative_to(RESULTS_DIR).as_posix()
+
+
+STUDY_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str, str]] = [
+    ("main", grid, ".", "03_train_the_grid"),
+    ("sinusoidal-ablation", sinusoidal_ablation, under_results(ABLATION_DIR), "04_evaluate_lengths"),
+    ("paper-tasks", paper_tasks_runs, ".", "07_paper_tasks"),
+    *[
+        (task, functools.partial(paper_split_runs, task), ".", "07_paper_tasks")
+        for task in (*PAPER_TASKS, "scan", "pcfg")
+    ],
+    *[
+        (f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".", "07_paper_tasks")
+        for task, steps in LONGER_STEPS.items()
+    ],
+    ("ten-task-pilot", ten_task_pilot, "pilots", "07_paper_tasks"),
+    *[
+        (f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".", "07_paper_tasks")
+        for task, (shape, _) in CHOSEN_SHAPES.items()
+    ],
+    *[(f"{task}-pilot", functools.partial(second_pilot, task), "pilots", "07_paper_tasks") for task in SECOND_PILOT],
+    ("pcfg-deep", pcfg_deep_runs, ".", "07_paper_tasks"),
+    ("lego-width", lego_width, "pilots", "07_paper_tasks"),
+    ("cliff", cliff_interventions, under_results(INTERVENTIONS_DIR), "09_what_moves_the_cliff"),
+    ("scratchpad-pilot", scratchpad_pilot, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-addition", scratchpad_addition, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-tasks", scratchpad_tasks, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-components", scratchpad_components, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("addition-pilot", addition_pilot, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+    ("addition-places", addition_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+    ("addition-structured", structured_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+]
+for row in STUDY_EXPERIMENTS:
+    register_experiment(*row)
+
+
+# ---------------------------------------------------------------------------------------------
+# 18. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -8890,7 +8918,7 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 18. Command line
+# 19. Command line
 # ---------------------------------------------------------------------------------------------
 
 

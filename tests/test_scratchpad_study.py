@@ -218,7 +218,7 @@ def test_each_claim_is_judged_from_its_table():
     )
     claims = L.scratchpad_claims(every, tasks, formats)
     assert claims["here"].tolist() == ["holds here", "holds here", "holds here"]
-    assert "seeds of one encoding lie 1.0-1.0 points apart" in claims.iloc[2]["numbers"]
+    assert "seeds of one encoding (at one rate) lie 1.0-1.0 points apart" in claims.iloc[2]["numbers"]
     # one encoding's compared seeds all at or below 0: the first claim fails; a task that helps: the
     # second; a format's one seed inside the seeds' spread: the third is not distinguishable
     no_gain = every.assign(**{"OOD difference (points)": [-1.0 if e == "t5" else 1.0 for e in five for _ in range(3)]})
@@ -401,7 +401,8 @@ def pair_rows(rows):
     """{(encoding, seed): (learned with, learned without, OOD difference)} -> `rate_pair_table` rows."""
     out = []
     for (enc, seed), (with_, without, d) in rows.items():
-        row = {"encoding": enc, "seed": seed, "learned with it": with_, "learned without it": without}
+        row = {"learning rate": 2e-3, "encoding": enc, "seed": seed, "learned with it": with_}
+        row["learned without it"] = without
         out.append(row | {"OOD difference (points)": d, "status": L.pair_status(row)})
     return pd.DataFrame(out)
 
@@ -412,6 +413,19 @@ def test_a_pair_is_compared_only_where_both_arms_learned():
     assert L.pair_status(row | {"learned without it": True}) == "compared"
     assert L.pair_status({"learned with it": False, "learned without it": True}) == "scratchpad arm not learned"
     assert L.pair_status({"learned with it": False, "learned without it": False}) == "neither learned"
+
+
+def test_a_seed_compared_at_both_rates_counts_once_with_its_differences_averaged():
+    high = pair_rows({("rope", 0): (True, True, 1.0), ("rope", 1): (True, False, 9.0), ("nope", 0): (True, True, 2.0)})
+    low = pair_rows({("rope", 0): (True, True, 3.0), ("rope", 1): (True, True, -1.0)}).assign(**{"learning rate": 1e-3})
+    by_seed = L.compared_by_seed(pd.concat([high, low]))
+    assert list(zip(by_seed["encoding"], by_seed["seed"], by_seed["rates"])) == [
+        ("rope", 0, "0.002, 0.001"),
+        ("nope", 0, "0.002"),
+        ("rope", 1, "0.001"),
+    ]
+    assert by_seed["OOD difference (points)"].tolist() == [2.0, 2.0, -1.0]  # seed 1's uncompared 9.0 is left out
+    assert L.seed_effects(by_seed).loc["RoPE", "pairs compared"] == 2
 
 
 def test_the_claim_for_every_encoding_needs_every_encoding_and_the_sign_flip_test():
@@ -445,6 +459,36 @@ def test_the_plateau_exit_is_the_first_step_below_the_level():
     )
     exit_ = L.plateau_exit(curves)
     assert exit_.loc[(1e-3, "step outputs", "rope"), 0] == 300 and pd.isna(exit_.loc[(1e-3, "step outputs", "rope"), 1])
+
+
+def test_late_loss_change_reads_only_the_arms_that_did_not_learn_and_flags_a_falling_loss():
+    losses = {
+        ("step outputs", 0): [0.3, 0.2, 0.1],
+        ("answer alone", 0): [0.3, 0.1, 0.05],
+        ("answer alone", 1): [0.3, 0.2, 0.19],
+    }
+    curves = pd.DataFrame(
+        [
+            {"learning rate": 1e-3, "arm": arm, "encoding": "rope", "seed": s, "step": step, "loss": loss}
+            for (arm, s), values in losses.items()
+            for step, loss in zip((100, 200, 300), values)
+        ]
+    )
+    pairs = pd.DataFrame(
+        [
+            {"learning rate": 1e-3, "encoding": "rope", "seed": 0, "status": "control not learned"}
+            | {"in distribution with (%)": 99.0, "in distribution without (%)": 80.0},
+            {"learning rate": 1e-3, "encoding": "rope", "seed": 1, "status": "neither learned"}
+            | {"in distribution with (%)": 50.0, "in distribution without (%)": 60.0},
+            {"learning rate": 1e-3, "encoding": "rope", "seed": 2, "status": "not trained yet"},
+        ]
+    )
+    pairs.loc[1, "in distribution with (%)"] = 95.0  # seed 1's step outputs learned: only its control is read
+    late = L.late_loss_change(curves, pairs, window=100)
+    assert list(zip(late["arm"], late["seed"])) == [("answer alone", 0), ("answer alone", 1)]
+    assert late["loss at 200"].tolist() == [0.1, 0.2] and late["loss at 300"].tolist() == [0.05, 0.19]
+    assert late["change (%)"].round(1).tolist() == [-50.0, -5.0]
+    assert late["still falling"].tolist() == [True, False]  # the default: down by more than 10%
 
 
 def test_the_rate_curves_draw_a_median_and_band_per_rate_and_arm():

@@ -349,6 +349,10 @@ def test_every_experiment_names_its_folder_and_a_notebook_that_exists():
         assert e.name == name and e.notebook in notebooks, (name, e.notebook)
         assert e.results_dir("/r") == Path("/r") / e.folder
     assert L.experiment("cliff").results_dir() == L.INTERVENTIONS_DIR
+    assert L.experiment("scratchpad-lower-lr").results_dir() == L.SCRATCHPAD_DIR
+    assert L.experiment("addition-structured").results_dir() == L.ADDITION_DIR
+    # one place: the experiments section's table registers every experiment, in its order
+    assert [row[0] for row in L.STUDY_EXPERIMENTS] == list(L.EXPERIMENTS)
     with pytest.raises(ValueError, match="unknown experiment 'clif'"):
         L.experiment("clif")
     with pytest.raises(ValueError, match="registered already"):
