@@ -258,7 +258,7 @@ class Task:
     ) -> tuple[dict[int, float], dict[str, Any]]:
         """How a trained run is scored: exact match per size (greedy, `exact_match_by_length`),
         and any further entries for its record (none here). A task whose answer follows steps of
-        its own overrides it (section 15)."""
+        its own overrides it, to score the answer apart from the steps."""
         return exact_match_by_length(model, self, lengths, n_per_length, seed), {}
 
     def check_size(self, n: int) -> None:
@@ -270,9 +270,9 @@ class Task:
 
 
 TASKS: dict[str, type[Task]] = {}
-# Formats that change what a task is, not only how it writes itself (a chapter registers one:
-# section 15's scratchpad): each takes the task `get_task` built and returns it, or a task that
-# wraps it. Applied in the order registered.
+# Formats that change what a task is, not only how it writes itself (a chapter registers one,
+# such as steps written before the answer): each takes the task `get_task` built and returns it,
+# or a task that wraps it. Applied in the order registered.
 TASK_WRAPPERS: list[Callable[[Task], Task]] = []
 
 
@@ -487,7 +487,7 @@ def padded_training_batch(task: Task, lengths: Sequence[int], generator: torch.G
 @dataclass(frozen=True)
 class PositionScheme:
     """A way of giving tokens positions other than 0, 1, .. in their sequence (a chapter registers
-    one: randomized and coupled positions in section 14, digit places in section 16).
+    one, with the model settings that turn it on: `ModelOptions`).
 
     `active(config)`: whether a model config uses it. `apply(config, batch, offsets, task,
     generator)`: the batch with new positions (`offsets`: each token's index in its sequence, the
@@ -565,6 +565,10 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.cfg = cfg
 
+    @classmethod
+    def check(cls, cfg: ModelConfig) -> None:
+        """Raise a ValueError if the model settings `cfg` do not suit the encoding."""
+
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         """Token embeddings (B, T, d) -> embeddings with absolute position added."""
         return x
@@ -629,10 +633,17 @@ def encoding_color(encoding: str) -> str | None:
     return cls.color or f"C{list(ENCODINGS).index(encoding) % 10}"
 
 
-def make_encoding(cfg: ModelConfig) -> PositionalEncoding:
+def encoding_class(cfg: ModelConfig) -> type[PositionalEncoding]:
+    """The class a config's encoding is built from: its registered one, or the variant a
+    registered model option gives (`ModelOptions.encoding`)."""
     if cfg.encoding not in ENCODINGS:
         raise _unknown("positional encoding", cfg.encoding, ENCODINGS)
-    return ENCODINGS[cfg.encoding](cfg)
+    variants = [v for o in MODEL_OPTIONS if o.encoding is not None and (v := o.encoding(cfg)) is not None]
+    return variants[0] if variants else ENCODINGS[cfg.encoding]
+
+
+def make_encoding(cfg: ModelConfig) -> PositionalEncoding:
+    return encoding_class(cfg)(cfg)
 
 
 def relative_distance(q_pos: Tensor, k_pos: Tensor) -> Tensor:
@@ -696,6 +707,10 @@ class Rotary(PositionalEncoding):
 
     name, label, color = "rope", "RoPE", "C2"
 
+    @classmethod
+    def check(cls, cfg: ModelConfig) -> None:
+        rotary_dims(cfg)
+
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg)
         self.rot_dims = rotary_dims(cfg)
@@ -757,9 +772,11 @@ class ALiBi(PositionalEncoding):
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         distance = relative_distance(q_pos, k_pos).to(torch.float32)  # (B, Tq, Tk)
-        if self.cfg.alibi_symmetric:  # a key at a later position (digit places) is as far as one before
-            distance = distance.abs()
-        return -self.slopes[None, :, None, None] * distance[:, None]
+        return -self.slopes[None, :, None, None] * self.distance(distance)[:, None]
+
+    def distance(self, distance: Tensor) -> Tensor:
+        """What the penalty grows with: q - k (a key is never later than its query, causally)."""
+        return distance
 
 
 def t5_bucket(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
@@ -785,14 +802,23 @@ class T5Bias(PositionalEncoding):
         super().__init__(cfg)
         self.table = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
 
+    exact_share, exact_words = 2, "half"  # the share of the buckets that are exact distances
+
+    @classmethod
+    def check(cls, cfg: ModelConfig) -> None:
+        exact = cfg.t5_num_buckets // cls.exact_share
+        if cfg.t5_max_distance <= exact:
+            raise ValueError(
+                f"t5_max_distance={cfg.t5_max_distance} must exceed {exact}, the distances the exact "
+                f"buckets cover ({cls.exact_words} of t5_num_buckets={cfg.t5_num_buckets})"
+            )
+
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        distance, n, top = relative_distance(q_pos, k_pos), self.cfg.t5_num_buckets, self.cfg.t5_max_distance
-        if self.cfg.t5_bidirectional:  # T5's encoder: half the buckets for keys at later positions (digit places)
-            later = distance < 0
-            buckets = torch.where(later, n // 2, 0) + t5_bucket(distance.abs(), n // 2, top)
-        else:
-            buckets = t5_bucket(distance, n, top)
-        return self.table(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+        return self.table(self.buckets(relative_distance(q_pos, k_pos))).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+
+    def buckets(self, distance: Tensor) -> Tensor:
+        """Each distance q - k's bucket (a key later than its query shares distance 0's)."""
+        return t5_bucket(distance, self.cfg.t5_num_buckets, self.cfg.t5_max_distance)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -804,7 +830,7 @@ class HookPoint(nn.Module):
     """An identity that names a tensor inside the model, so code outside it can read or change
     that tensor (`register_forward_hook`, or the `hooked` context manager) without the model
     knowing: decoding fills its cache this way, and inference-time interventions attach so
-    (`scaled_attention`). TransformerLens' hook points, in miniature."""
+    (a chapter scales the attention scores through one). TransformerLens' hook points, in miniature."""
 
     def forward(self, x: Tensor) -> Tensor:
         return x
@@ -893,7 +919,7 @@ def padding_mask(tokens: Tensor) -> Tensor:
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: one stacked query/key/value map and an output map; self- or
     cross-attention. Hook points name its input, its keys and values (after any rotation) and its
-    content scores, for code outside the model (section 5's caches, `scaled_attention`)."""
+    content scores, for code outside the model (section 5's caches, inference-time interventions)."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0):
         super().__init__()
@@ -942,9 +968,46 @@ class MultiHeadAttention(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
+class ModelOptions:
+    """Settings a chapter adds to the model, registered with `register_model_options`.
+
+    `settings`: a dataclass whose fields are the settings, each with its default (and range, by
+    `ranged`); a setting at its default changes nothing, so it is left out of a run's hash.
+    `check(config)`: raise a ValueError for a combination the chapter does not support.
+    `encoding(config)`: the encoding class a config uses instead of its registered one (a variant
+    with the same name and weights), or None. `attention_mask(config)`: None, or a function of the
+    positions (B, T) or (T,) giving the keys each query may see ((B, 1, T, T) or (T, T) boolean),
+    on top of the causal mask; the caches do not decode such a model."""
+
+    settings: type
+    check: Callable[[ModelConfig], None] | None = None
+    encoding: Callable[[ModelConfig], type[PositionalEncoding] | None] | None = None
+    attention_mask: Callable[[ModelConfig], Callable[[Tensor], Tensor] | None] | None = None
+
+
+MODEL_OPTIONS: list[ModelOptions] = []
+
+
+def register_model_options(options: ModelOptions) -> ModelOptions:
+    taken = set(model_option_defaults()) | {f.name for f in dataclasses.fields(ModelConfig)}
+    clash = [f.name for f in dataclasses.fields(options.settings) if f.name in taken]
+    if clash:
+        raise ValueError(f"model setting {', '.join(map(repr, clash))} is registered already")
+    MODEL_OPTIONS.append(options)
+    return options
+
+
+def model_option_defaults() -> dict[str, Any]:
+    """Every registered model option, with its default."""
+    return {f.name: f.default for o in MODEL_OPTIONS for f in dataclasses.fields(o.settings)}
+
+
+@dataclass(init=False)
 class ModelConfig:
-    """The study's model by default: d_model 64, 4 heads, 3 layers, d_ff 256, post-LN, no dropout."""
+    """The study's model by default: d_model 64, 4 heads, 3 layers, d_ff 256, post-LN, no dropout.
+    Settings that chapters register (`ModelOptions`) are given by name like the rest and kept in
+    `options`; each reads as an attribute, at its default where it is not given."""
 
     encoding: str = "nope"
     d_model: int = ranged(64, 1)
@@ -955,59 +1018,61 @@ class ModelConfig:
     dropout: float = ranged(0.0, 0, 1, below=True)
     max_positions: int = ranged(128, 1)  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
     rope_fraction: float = ranged(1.0, 0, 1, above=True)  # the paper rotated 0.25
-    scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al. (notebook 04)
-    random_positions: int = ranged(0, 0)  # P > 0: positions are a sorted random sample from [0, P) (Ruoss et al.)
-    position_coupling: bool = False  # answer queries read their source's position (Cho et al.)
-    digit_places: int = ranged(0, 0)  # P > 0: positions are digit places, offset at random below P (section 16)
-    alibi_symmetric: bool = False  # ALiBi's penalty on |q - k|: the same with positions that only count up
-    t5_bidirectional: bool = False  # T5 buckets keys at later positions apart (its encoder's way), not as distance 0
+    scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al.
     position_init_std: float = ranged(0.02, 0, above=True)  # a trained position table's initial spread (learned, T5)
-    attention_window: int = ranged(0, 0)  # W > 0: a query sees only keys within W positions of its own (section 16)
-    top_marker: bool = False  # with digit_places: + at the place above the operands' top digit, not 0 (section 16)
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
+    options: dict[str, Any] = field(default_factory=dict)  # registered settings given, by name
+
+    def __init__(self, options: Mapping[str, Any] | None = None, **settings: Any) -> None:
+        own = [f for f in dataclasses.fields(self) if f.name != "options"]
+        for f in own:
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            setattr(self, f.name, settings.pop(f.name, default))
+        defaults = model_option_defaults()  # a registered setting at its default is not kept
+        given = {**(options or {}), **settings}
+        self.options = {k: v for k, v in given.items() if k not in defaults or v != defaults[k]}
+        self.__post_init__()
+
+    def __getattr__(self, name: str) -> Any:  # only where no field has the name: a registered option
+        defaults = model_option_defaults()
+        if name == "options" or name not in defaults:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.options.get(name, defaults[name])
 
     def __post_init__(self) -> None:
+        defaults = model_option_defaults()
+        unknown = [k for k in self.options if k not in defaults]
+        if unknown:
+            valid = [f.name for f in dataclasses.fields(self) if f.name != "options"] + list(defaults)
+            raise ValueError(f"no model setting {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
         if self.encoding not in ENCODINGS:
             raise _unknown("positional encoding", self.encoding, ENCODINGS)
         check_ranges(self)
+        for group in MODEL_OPTIONS:
+            check_ranges(group.settings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(group.settings)}))
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        exact = self.t5_num_buckets // (4 if self.t5_bidirectional else 2)
-        if self.t5_max_distance <= exact:
-            share = "a quarter" if self.t5_bidirectional else "half"
-            raise ValueError(
-                f"t5_max_distance={self.t5_max_distance} must exceed {exact}, the distances the exact "
-                f"buckets cover ({share} of t5_num_buckets={self.t5_num_buckets})"
-            )
-        if self.encoding == "learned" and self.random_positions > self.max_positions:
-            raise ValueError(
-                f"random_positions={self.random_positions} draws positions past the learned table's "
-                f"max_positions={self.max_positions}; set max_positions >= random_positions"
-            )
-        if self.t5_bidirectional and self.encoding != "t5":
-            raise ValueError(f"t5_bidirectional changes T5's buckets; the encoding is {self.encoding!r}")
         if self.position_init_std != 0.02 and self.encoding not in ("learned", "t5"):
             raise ValueError(
                 f"position_init_std sets a trained position table's initial spread (learned, t5); "
                 f"the encoding is {self.encoding!r}"
             )
-        if self.alibi_symmetric and self.encoding != "alibi":
-            raise ValueError(f"alibi_symmetric changes ALiBi's bias; the encoding is {self.encoding!r}")
-        if self.digit_places and (self.random_positions or self.position_coupling):
-            raise ValueError(
-                "digit_places replaces every position: use it without random_positions and position_coupling"
-            )
-        if self.top_marker and not self.digit_places:
-            raise ValueError("top_marker places the + of a digit-places layout; set digit_places too")
-        if self.encoding == "learned" and self.digit_places > self.max_positions:
-            raise ValueError(
-                f"digit_places={self.digit_places} draws positions past the learned table's "
-                f"max_positions={self.max_positions}; set max_positions >= digit_places"
-            )
-        if self.encoding == "rope":
-            rotary_dims(self)
+        for group in MODEL_OPTIONS:
+            if group.check is not None:
+                group.check(self)
+        encoding_class(self).check(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting by name, the registered ones beside the model's own."""
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        return json.loads(json.dumps(own | {name: getattr(self, name) for name in model_option_defaults()}))
+
+    def given_options(self) -> str:
+        """The registered settings given away from their defaults, as name=value."""
+        defaults = model_option_defaults()
+        return ", ".join(f"{k}={v!r}" for k, v in self.options.items() if v != defaults[k])
 
 
 class FeedForward(nn.Sequential):
@@ -1093,8 +1158,8 @@ class DecoderOnlyLM(nn.Module):
         mask = causal_mask(T, device=idx.device)
         if segments is not None:
             mask = mask & (segments[:, None, :, None] == segments[:, None, None, :])
-        if self.config.attention_window:
-            mask = mask & window_mask(positions, self.config.attention_window)
+        for limit in attention_masks(self.config):
+            mask = mask & limit(positions)
         bias, mask = attention_bias(self.pos, positions, segments, mask)
         x = self.pos.embed(self.embed(idx), positions)
         rotate = self.pos.rotary(positions)
@@ -1139,11 +1204,11 @@ def check_inputs(idx: Tensor, vocab_size: int, positions: Tensor | None = None, 
             )
 
 
-def window_mask(positions: Tensor, window: int) -> Tensor:
-    """(B, 1, T, T) or (T, T) boolean: True where the key's position is within `window` of the
-    query's, on either side (with digit places: keys within `window` places of the query's column)."""
-    near = (positions[..., :, None] - positions[..., None, :]).abs() <= window
-    return near[:, None] if positions.dim() == 2 else near
+def attention_masks(config: ModelConfig) -> list[Callable[[Tensor], Tensor]]:
+    """The masks that registered model options put on a config's attention (`ModelOptions`):
+    functions of the positions, each True where a query may see a key."""
+    masks = [o.attention_mask(config) for o in MODEL_OPTIONS if o.attention_mask is not None]
+    return [m for m in masks if m is not None]
 
 
 def attention_bias(
@@ -1310,9 +1375,9 @@ def new_cache(model: DecoderOnlyLM, batch: int, max_len: int, kind: str = "auto"
         kind = "kv" if model.pos.rotates_keys else "inputs"
     if kind not in CACHE_KINDS:
         raise _unknown("cache kind", kind, ["auto", *CACHE_KINDS])
-    if c.attention_window:
+    if attention_masks(c):
         raise ValueError(
-            f"the caches attend to every earlier key; a model with attention_window={c.attention_window} "
+            f"the caches attend to every earlier key; a model whose attention is masked ({c.given_options()}) "
             "decodes uncached (use_cache=False)"
         )
     if kind == "inputs":
@@ -1481,13 +1546,13 @@ def generate(
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Greedy decoding: (B, P) prompt -> (B, P + max_new_tokens) tokens (and the step logits).
     With `stop_at_eos`, a row writes PAD after its EOS and decoding stops once every row has
-    written one: the result may then be shorter (scratchpads, section 15).
+    written one: the result may then be shorter (a task that writes steps before its answer).
 
     With a cache (`cache_kind` as in `new_cache`), the prompt fills it in one forward pass and each
     later step feeds only the newest token (`decode_step`); without, every step re-runs the whole
     sequence so far. The caches decode at positions 0, 1, ..; `positions` (B, at least
-    P + max_new_tokens - 1) gives others to the uncached decoding (a model trained with
-    random_positions or position_coupling reads its own: see `model_positions`).
+    P + max_new_tokens - 1) gives others to the uncached decoding (a model whose positions a
+    `PositionScheme` sets reads its own: see `model_positions`).
     """
     _check_generation(model, prompt, max_new_tokens, use_cache, positions)
     B, P = prompt.shape
@@ -1517,9 +1582,9 @@ def generate(
 
 
 def _uncached_only(config: ModelConfig) -> bool:
-    """Whether the caches cannot decode a model: it reads positions of its own, or a window
-    hides earlier keys (`new_cache` refuses it)."""
-    return _own_positions(config) or bool(config.attention_window)
+    """Whether the caches cannot decode a model: it reads positions of its own, or a registered
+    option masks its attention (`new_cache` refuses it)."""
+    return _own_positions(config) or bool(attention_masks(config))
 
 
 def _own_positions(config: ModelConfig) -> bool:
@@ -1538,9 +1603,10 @@ def _check_generation(
     total = P + max_new_tokens
     if positions is None and _own_positions(model.config):
         raise ValueError(
-            "generate decodes at positions 0, 1, ..; a model trained with random_positions, "
-            "position_coupling or digit_places reads others: pass them (positions=, use_cache=False), or score it "
-            "teacher-forced (exact_match_by_length, failure_anatomy), which equals greedy"
+            "generate decodes at positions 0, 1, ..; a model whose positions a scheme sets "
+            f"({', '.join(s.name for s in active_schemes(model.config))}: {model.config.given_options()}) reads others: "
+            "pass them "
+            "(positions=, use_cache=False), or score it teacher-forced (exact_match_by_length), which equals greedy"
         )
     if positions is not None and (use_cache or positions.shape[0] != B or positions.shape[1] < total - 1):
         raise ValueError(
@@ -1612,7 +1678,7 @@ def exact_match_by_length(
 ) -> dict[int, float]:
     """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced).
     `task`: a registered name, or a task in its format (`RunConfig.make_task`). With a scratchpad
-    this scores the whole target, steps included; `scratchpad_metrics` scores the final answer."""
+    this scores the whole target, steps included (its chapter scores the final answer apart)."""
     t = get_task(task) if isinstance(task, str) else task
     lengths = list(lengths)
     for name, value in (("n_per_length", n_per_length), ("batch_size", batch_size)):
@@ -1678,11 +1744,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
-            valid = [f.name for f in dataclasses.fields(ModelConfig)]
-            unknown = [k for k in self.model if k not in valid]
-            if unknown:
-                raise ValueError(f"no model setting {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
-            self.model = ModelConfig(**self.model)
+            self.model = ModelConfig(**self.model)  # an unknown setting is refused by name
         if not isinstance(self.model, ModelConfig):
             raise ValueError(f"RunConfig.model must be a ModelConfig (or its dict); got {type(self.model).__name__}")
         task = get_task(self.task, self.task_options)  # raises on an unknown task or option
@@ -1736,7 +1798,7 @@ class RunConfig:
         return get_task(self.task, {**self.task_options, **self.train_task_options})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"model": self.model.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
@@ -1756,19 +1818,13 @@ TRAINING_REVISION = 2
 
 # Settings added after the grid was trained, with the value every earlier run had. At that value
 # a setting is left out of the hash, so the runs trained before it existed keep their names; any
-# other value names a new run. Records carry every setting (`tools/migrate_records.py` wrote them
-# into the records trained before).
+# other value names a new run. A registered model option (`ModelOptions`) is left out the same way
+# at its default. Records carry every setting (`tools/migrate_records.py` wrote them into the
+# records trained before).
 LATER_FIELDS: dict[str, Any] = {
     "packed": True,
     "model.scale_embeddings": False,
-    "model.random_positions": 0,
-    "model.position_coupling": False,
-    "model.digit_places": 0,
-    "model.alibi_symmetric": False,
-    "model.t5_bidirectional": False,
     "model.position_init_std": 0.02,
-    "model.attention_window": 0,
-    "model.top_marker": False,
     "train_eos": True,
     "task_options": {},
     "train_task_options": {},
@@ -1777,7 +1833,8 @@ LATER_FIELDS: dict[str, Any] = {
 
 def _hashed_fields(config: dict[str, Any]) -> dict[str, Any]:
     out = json.loads(json.dumps(config))  # a deep copy
-    for key, default in LATER_FIELDS.items():
+    later = LATER_FIELDS | {f"model.{name}": default for name, default in model_option_defaults().items()}
+    for key, default in later.items():
         *parents, leaf = key.split(".")
         node = out
         for p in parents:
@@ -1803,7 +1860,7 @@ def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunCo
     fewer steps than the default warm-up warms up over all of them unless `warmup_steps` is given."""
     if "steps" in overrides and "warmup_steps" not in overrides and isinstance(overrides["steps"], int):
         overrides["warmup_steps"] = max(0, min(RunConfig.warmup_steps, overrides["steps"]))
-    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    model_fields = {f.name for f in dataclasses.fields(ModelConfig)} | set(model_option_defaults())
     model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
     return RunConfig(task=task, model=ModelConfig(encoding=encoding, **model_kw), seed=seed, **overrides)
 
@@ -1889,8 +1946,8 @@ class torch_threads:
         torch.set_num_threads(self.before)
 
 
-# Entries a chapter adds to the records of the runs it concerns (section 16: addition's structured
-# sums): name -> a function of (config, trained model) giving the entry, or None for a run it
+# Entries a chapter adds to the records of the runs it concerns (such as scores on further kinds
+# of input): name -> a function of (config, trained model) giving the entry, or None for a run it
 # does not concern. Scored after the exact match, in the order registered.
 RECORD_ENTRIES: dict[str, Callable[[RunConfig, DecoderOnlyLM], Any]] = {}
 
@@ -3179,7 +3236,7 @@ def eval_training_overlap(configs: Sequence[RunConfig], max_len: int = 6):
 def learned_rows_with_gradient(cfg: RunConfig) -> list[int]:
     """The rows of the learned position table that receive a gradient from a training batch whose
     sequences all have the longest training length (the rows training can move at all)."""
-    model = DecoderOnlyLM(ModelConfig(**{**asdict(cfg.model), "encoding": "learned"}))
+    model = DecoderOnlyLM(ModelConfig(**{**cfg.model.to_dict(), "encoding": "learned"}))
     batch = single_length_batch(cfg.make_task(), cfg.train_max_len, 4, torch.Generator().manual_seed(0))
     batch_loss(model, batch).backward()
     return model.pos.table.weight.grad.abs().sum(1).nonzero().flatten().tolist()
@@ -5654,6 +5711,25 @@ def _sequence_index(segments: Tensor) -> tuple[Tensor, Tensor]:
     return seq, torch.zeros(segments.shape[0] * per_row, dtype=torch.long).index_add_(0, real, torch.ones_like(real))
 
 
+@dataclass
+class PositionInterventions:
+    """The model settings of the two position schemes below (`ModelOptions`)."""
+
+    random_positions: int = ranged(0, 0)  # P > 0: positions are a sorted random sample from [0, P) (Ruoss et al.)
+    position_coupling: bool = False  # answer queries read their source's position (Cho et al.)
+
+
+def _check_position_interventions(config: ModelConfig) -> None:
+    if config.encoding == "learned" and config.random_positions > config.max_positions:
+        raise ValueError(
+            f"random_positions={config.random_positions} draws positions past the learned table's "
+            f"max_positions={config.max_positions}; set max_positions >= random_positions"
+        )
+
+
+register_model_options(ModelOptions(PositionInterventions, check=_check_position_interventions))
+
+
 def randomize_positions(batch: Batch, n_positions: int, generator: torch.Generator) -> Batch:
     """Ruoss et al. 2023's randomized positions: each sequence's positions 0..L-1 become a sorted
     random sample of L distinct positions from [0, n_positions), so that training at short lengths
@@ -7490,6 +7566,75 @@ def scoring_verdicts(
 # encoding this is an Abacus embedding on a model with no other position signal; with RoPE, ALiBi
 # or T5 the relative distances between a column's digits are 0 and 1 at every length. The layout
 # depends on the size of the prompt and on the decoding step only, never on the answer.
+
+
+@dataclass
+class DigitPlaceSettings:
+    """The model settings of this chapter (`ModelOptions`): digit places, the window over them, the
+    marker, and the ALiBi and T5 variants for positions that do not only count up."""
+
+    digit_places: int = ranged(0, 0)  # P > 0: positions are digit places, offset at random below P
+    attention_window: int = ranged(0, 0)  # W > 0: a query sees only keys within W positions of its own
+    top_marker: bool = False  # with digit_places: + at the place above the operands' top digit, not 0
+    alibi_symmetric: bool = False  # ALiBi's penalty on |q - k|: a key at a later place as far as one before
+    t5_bidirectional: bool = False  # T5 buckets keys at later positions apart (its encoder's way), not as distance 0
+
+
+class SymmetricALiBi(ALiBi):
+    """ALiBi whose penalty grows with |q - k|: with digit places a key may sit at a later position
+    than its query, and is then as far as a key that many places before."""
+
+    def distance(self, distance: Tensor) -> Tensor:
+        return distance.abs()
+
+
+class BidirectionalT5Bias(T5Bias):
+    """T5's encoder buckets: half the buckets for keys at later positions (digit places), a
+    quarter of all of them exact on each side."""
+
+    exact_share, exact_words = 4, "a quarter"
+
+    def buckets(self, distance: Tensor) -> Tensor:
+        n, top = self.cfg.t5_num_buckets, self.cfg.t5_max_distance
+        return torch.where(distance < 0, n // 2, 0) + t5_bucket(distance.abs(), n // 2, top)
+
+
+def window_mask(positions: Tensor, window: int) -> Tensor:
+    """(B, 1, T, T) or (T, T) boolean: True where the key's position is within `window` of the
+    query's, on either side (with digit places: keys within `window` places of the query's column)."""
+    near = (positions[..., :, None] - positions[..., None, :]).abs() <= window
+    return near[:, None] if positions.dim() == 2 else near
+
+
+def _check_digit_places(config: ModelConfig) -> None:
+    if config.t5_bidirectional and config.encoding != "t5":
+        raise ValueError(f"t5_bidirectional changes T5's buckets; the encoding is {config.encoding!r}")
+    if config.alibi_symmetric and config.encoding != "alibi":
+        raise ValueError(f"alibi_symmetric changes ALiBi's bias; the encoding is {config.encoding!r}")
+    if config.digit_places and (config.random_positions or config.position_coupling):
+        raise ValueError("digit_places replaces every position: use it without random_positions and position_coupling")
+    if config.top_marker and not config.digit_places:
+        raise ValueError("top_marker places the + of a digit-places layout; set digit_places too")
+    if config.encoding == "learned" and config.digit_places > config.max_positions:
+        raise ValueError(
+            f"digit_places={config.digit_places} draws positions past the learned table's "
+            f"max_positions={config.max_positions}; set max_positions >= digit_places"
+        )
+
+
+def _digit_place_encoding(config: ModelConfig) -> type[PositionalEncoding] | None:
+    if config.alibi_symmetric:
+        return SymmetricALiBi
+    return BidirectionalT5Bias if config.t5_bidirectional else None
+
+
+def _window(config: ModelConfig) -> Callable[[Tensor], Tensor] | None:
+    return functools.partial(window_mask, window=config.attention_window) if config.attention_window else None
+
+
+register_model_options(
+    ModelOptions(DigitPlaceSettings, check=_check_digit_places, encoding=_digit_place_encoding, attention_mask=_window)
+)
 
 PLACE_LAYOUTS: dict[str, Callable[[Task, int, ModelConfig | None], list[int]]] = {}
 

@@ -27,7 +27,6 @@
 
 # %%
 import json
-from dataclasses import asdict
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -38,7 +37,7 @@ import lengen_helpers as L
 # ## Settings
 
 # %%
-run = asdict(L.RunConfig())
+run = L.RunConfig().to_dict()  # every setting, as a record holds it
 model = run.pop("model")
 settings = pd.DataFrame({"setting": list(run) + [f"model.{k}" for k in model],
                          "value": [str(v) for v in list(run.values()) + list(model.values())]}).set_index("setting")

@@ -1,11 +1,17 @@
 """The teaching core (module sections 1-8) names nothing defined after it: a chapter extends it by
-registering (a task, a task wrapper, an encoding, a position scheme), never by editing it."""
+registering (a task, a task wrapper, an encoding, a position scheme, model options), never by
+editing it."""
 
 import ast
+import dataclasses
+import io
 import re
+import tokenize
 from pathlib import Path
 
+import pytest
 import torch
+from support import run_doc_example
 
 import lengen_helpers as L
 
@@ -13,8 +19,11 @@ SOURCE = Path(L.__file__).read_text()
 
 
 def late_references(source: str) -> list[str]:
-    """'line:definition -> name' for each name that a top-level definition of sections 1-8 uses
-    and that only a later section defines."""
+    """'line:where -> name' for each thing in sections 1-8 that belongs to a later section: a name
+    that a top-level definition uses and only a later section defines; an attribute of that name
+    or of a model option a chapter registers (`ModelOptions`); and, in
+    a comment or a string (the module's own docstring, its table of contents, aside), a backticked
+    name of either kind or a mention of a later section."""
     lines = source.splitlines()
     core_end = next(i for i, line in enumerate(lines, 1) if re.match(r"# 9\. ", line))
     tree = ast.parse(source)
@@ -27,13 +36,28 @@ def late_references(source: str) -> list[str]:
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name):
                         first.setdefault(name.id, node.lineno)
+    later = {name for name, line in first.items() if line > core_end}
+    chapter = later | set(L.model_option_defaults())
+
+    def in_text(text: str) -> list[str]:
+        named = [w for w in re.findall(r"`([A-Za-z_][A-Za-z_0-9]*)", text) if w in chapter]
+        return named + re.findall(r"\bsections? (?:9|1\d)\b", text)
+
     found = []
-    for node in tree.body:
+    for node in tree.body[1:]:  # the module docstring lists every section
         if node.lineno >= core_end:
             break
-        for name in ast.walk(node):
-            if isinstance(name, ast.Name) and first.get(name.id, 0) > core_end:
-                found.append(f"{node.lineno}:{getattr(node, 'name', type(node).__name__)} -> {name.id}")
+        where = getattr(node, "name", type(node).__name__)
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in later:
+                found.append(f"{node.lineno}:{where} -> {sub.id}")
+            elif isinstance(sub, ast.Attribute) and sub.attr in chapter:
+                found.append(f"{sub.lineno}:{where} -> .{sub.attr}")
+            elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                found += [f"{sub.lineno}:{where} (text) -> {w}" for w in in_text(sub.value)]
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT and tok.start[0] < core_end:
+            found += [f"{tok.start[0]}:comment -> {w}" for w in in_text(tok.string)]
     return sorted(set(found))
 
 
@@ -47,6 +71,34 @@ def test_the_check_finds_a_reference_planted_into_a_chapter():
     )
     assert planted != SOURCE
     assert [r.split(" -> ")[1] for r in late_references(planted)] == ["WithScratchpad"]
+
+
+def test_the_check_finds_a_chapter_setting_read_in_the_core():
+    planted = SOURCE.replace(
+        "        for limit in attention_masks(self.config):\n",
+        "        if self.config.digit_places:\n            pass\n        for limit in attention_masks(self.config):\n",
+        1,
+    )
+    assert planted != SOURCE
+    assert [r.split(" -> ")[1] for r in late_references(planted)] == [".digit_places"]
+
+
+def test_the_check_finds_a_comment_or_docstring_about_a_later_section():
+    planted = SOURCE.replace(
+        "TASKS: dict[str, type[Task]] = {}\n", "TASKS: dict[str, type[Task]] = {}  # see section 15\n", 1
+    )
+    assert [r.split(" -> ")[1] for r in late_references(planted)] == ["section 15"]
+    planted = SOURCE.replace('"""Greedy decoding:', '"""Greedy decoding (as `scratchpad_metrics` reads it):', 1)
+    assert [r.split(" -> ")[1] for r in late_references(planted)] == ["scratchpad_metrics"]
+
+
+def test_the_model_config_holds_only_the_model_s_own_settings():
+    own = {f.name for f in dataclasses.fields(L.ModelConfig)} - {"options"}
+    assert not own & set(L.model_option_defaults())
+    assert {"digit_places", "attention_window", "random_positions", "position_coupling"} <= set(
+        L.model_option_defaults()
+    )
+    assert len(own) <= 14, sorted(own)
 
 
 def test_a_position_scheme_registered_from_outside_sets_the_positions(monkeypatch):
@@ -114,3 +166,55 @@ def test_a_task_s_scoring_hook_decides_what_its_record_keeps(monkeypatch):
     )
     _, record = L._train_run(cfg, None, 0, False)
     assert record["mine"] == {"1": 1.0} and set(record["exact_match"].values()) == {0.5}
+
+
+def test_model_options_registered_from_outside_validate_hash_vary_the_encoding_and_mask(monkeypatch):
+    monkeypatch.setattr(L, "MODEL_OPTIONS", list(L.MODEL_OPTIONS))
+
+    @dataclasses.dataclass
+    class Mine:
+        blind_spot: int = L.ranged(0, 0)  # > 0: a query never sees the key that many positions back
+
+    class LouderALiBi(L.ALiBi):
+        def distance(self, distance):
+            return 2 * distance
+
+    def check(config):
+        if config.blind_spot and config.encoding == "learned":
+            raise ValueError("blind_spot is not for the learned table")
+
+    def blind(config):
+        spot = config.blind_spot
+        return (lambda p: (p[..., :, None] - p[..., None, :]) != spot) if spot else None
+
+    louder = lambda c: LouderALiBi if c.blind_spot and c.encoding == "alibi" else None  # noqa: E731
+    L.register_model_options(L.ModelOptions(Mine, check=check, encoding=louder, attention_mask=blind))
+    plain, mine = L.make_run("copy", "alibi", 0), L.make_run("copy", "alibi", 0, blind_spot=1)
+    assert plain.hash == L.make_run("copy", "alibi", 0, blind_spot=0).hash  # at its default: the same run
+    assert mine.hash != plain.hash and mine.model.blind_spot == 1 and plain.model.blind_spot == 0
+    assert mine.to_dict()["model"]["blind_spot"] == 1 and L.RunConfig.from_dict(mine.to_dict()) == mine
+    with pytest.raises(ValueError, match=r"Mine.blind_spot=-1 is out of range"):
+        L.ModelConfig(blind_spot=-1)
+    with pytest.raises(ValueError, match="not for the learned table"):
+        L.ModelConfig(encoding="learned", blind_spot=1)
+    with pytest.raises(ValueError, match=r"no model setting 'blind_spott'; valid: .*blind_spot"):
+        L.ModelConfig(blind_spott=1)
+    with pytest.raises(ValueError, match="registered already"):
+        L.register_model_options(L.ModelOptions(Mine))
+    model = L.DecoderOnlyLM(mine.model, 12).eval()
+    assert type(model.pos) is LouderALiBi
+    _, internals = model(torch.tensor([[1, 2, 3, 4]]), return_internals=True)
+    weights = internals.attentions[0][0, 0]
+    assert weights[2, 1] == 0 and weights[3, 2] == 0 and weights[2, 0] > 0  # one position back: never seen
+    assert L._uncached_only(mine.model) and not L._uncached_only(plain.model)
+
+
+def test_the_documented_model_setting_works_as_written(monkeypatch):
+    monkeypatch.setattr(L, "MODEL_OPTIONS", list(L.MODEL_OPTIONS))
+    cfg = run_doc_example("Adding a model setting")["configs"][0]
+    assert cfg.model.recent_keys == 8 and cfg.hash != L.make_run("copy", "nope", seed=0).hash
+    model = L.DecoderOnlyLM(cfg.model, 12).eval()
+    _, internals = model(torch.arange(1, 11)[None], return_internals=True)
+    seen = internals.attentions[0][0, 0] > 0
+    assert seen[9].tolist() == [False, False] + [True] * 8 and seen[3].tolist() == [True] * 4 + [False] * 6
+    assert L._uncached_only(cfg.model)

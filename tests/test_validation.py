@@ -51,7 +51,7 @@ CONFIG_CASES = [
     (lambda: L.ModelConfig(rope_base=1.0), r"ModelConfig.rope_base=1.0 .* > 1"),
     (lambda: L.ModelConfig(t5_num_buckets=1), r"ModelConfig.t5_num_buckets=1 .* >= 2"),
     (
-        lambda: L.ModelConfig(t5_num_buckets=32, t5_max_distance=16),
+        lambda: L.ModelConfig(encoding="t5", t5_num_buckets=32, t5_max_distance=16),
         r"t5_max_distance=16 must exceed 16, the distances the exact buckets cover \(half",
     ),
     (lambda: L.ModelConfig(pre_norm=1), r"ModelConfig.pre_norm=1 .* True or False"),
