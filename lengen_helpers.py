@@ -1602,11 +1602,11 @@ def _check_generation(
     B, P = prompt.shape
     total = P + max_new_tokens
     if positions is None and _own_positions(model.config):
+        schemes = ", ".join(s.name for s in active_schemes(model.config))
         raise ValueError(
-            "generate decodes at positions 0, 1, ..; a model whose positions a scheme sets "
-            f"({', '.join(s.name for s in active_schemes(model.config))}: {model.config.given_options()}) reads others: "
-            "pass them "
-            "(positions=, use_cache=False), or score it teacher-forced (exact_match_by_length), which equals greedy"
+            f"generate decodes at positions 0, 1, ..; a model whose positions a scheme sets ({schemes}: "
+            f"{model.config.given_options()}) reads others: pass them (positions=, use_cache=False), or score it "
+            "teacher-forced (exact_match_by_length), which equals greedy"
         )
     if positions is not None and (use_cache or positions.shape[0] != B or positions.shape[1] < total - 1):
         raise ValueError(
@@ -8456,6 +8456,17 @@ def structured_study() -> list[RunConfig]:
 STRUCTURED_GOAL = {"every size to 64": 0.99, "128 digits": 0.95}  # every seed, random sums and every family
 
 
+# Towards an exact carry rule: the chosen configuration misses on sums no sampler favours (every
+# digit 0 or 9, one carry among zeros). Each change is tried on seed 0 first (the seed that fails
+# most on zeros and nines), in the order tried: twice the steps, then one layer more.
+EXACTNESS_TRIES: tuple[dict[str, Any], ...] = ({"steps": 20_000}, {"n_layers": 4})
+
+
+def exactness_tries(seed: int = 0) -> list[RunConfig]:
+    """The chosen configuration (`STRUCTURED_BEST`) with each change of `EXACTNESS_TRIES`."""
+    return [structured_run(seed=seed, **(STRUCTURED_BEST | change)) for change in EXACTNESS_TRIES]
+
+
 # The ten families the structured-sum configuration was chosen on; the tables and the goal judge
 # these unless told otherwise. The families registered after them test sums no sampler favours
 # (`FURTHER_FAMILIES`).
@@ -8792,6 +8803,7 @@ STUDY_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str, str]] = [
     ("addition-pilot", addition_pilot, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
     ("addition-places", addition_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
     ("addition-structured", structured_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+    ("addition-exact", exactness_tries, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
 ]
 for row in STUDY_EXPERIMENTS:
     register_experiment(*row)
