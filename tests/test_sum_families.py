@@ -282,6 +282,39 @@ def test_run_operands_are_runs_of_repeated_digits_and_still_true_sums():
     assert 0.3 < (a[:, 1:] == a[:, :-1]).float().mean() < 0.7  # half the operands uniform, half in runs
 
 
+def test_carry_into_zeros_counts_zero_columns_a_carry_reaches():
+    a = torch.tensor([[0, 0, 9, 5], [0, 0, 0, 0]])
+    b = torch.tensor([[0, 0, 0, 5], [0, 0, 0, 0]])  # 0095 + 0005: 5 + 5 carries, through 9 + 0, into one 0 + 0
+    assert L.carry_into_zeros(a, b) == 1 / 8
+
+
+def test_sparse_digits_are_zero_at_each_rows_own_rate():
+    zero = torch.tensor([[0.0], [1.0], [0.5], [0.9]]).repeat_interleave(500, dim=0)
+    d = L.sparse_digits(zero, 400, torch.Generator().manual_seed(5))
+    assert d.shape == (2000, 400) and d.min() >= 0 and d.max() <= 9
+    share = (d == 0).float().mean(dim=1).view(4, 500).mean(dim=1)  # zeros: the rate, plus 1/10 of the rest
+    assert torch.allclose(share, torch.tensor([0.1, 1.0, 0.55, 0.91]), atol=0.01)
+
+
+def test_mixed_operands_are_true_sums_drawn_three_ways_with_carries_into_zeros_more_often():
+    n = 8
+    drawn = {}
+    for operands in ("uniform", "runs", "mixed"):
+        task = L.get_task("addition", {"answer": "lsd", "operands": operands})
+        x, y = task.sample(n, 6000, torch.Generator().manual_seed(3))
+        a, b = x[:, :n] - L.N_SPECIAL, x[:, n + 1 :] - L.N_SPECIAL
+        value = lambda d: sum(int(v) * 10**i for i, v in enumerate(reversed(d)))  # noqa: E731
+        for row_a, row_b, row_y in zip(a[:500].tolist(), b[:500].tolist(), (y[:500] - L.N_SPECIAL).tolist()):
+            assert value(row_y[::-1]) == value(row_a) + value(row_b)
+        drawn[operands] = (a, b)
+    a, b = drawn["mixed"]
+    assert 0.2 < (a[:, 1:] == a[:, :-1]).float().mean() < 0.5  # a third in runs, a third sparse, a third uniform
+    assert 0.15 < (a == 0).float().mean() < 0.35  # uniform: 0.1; sparse rows add zeros
+    # what the mixture is for: a carry reaching a column of 0 + 0
+    rate = {k: L.carry_into_zeros(*ab) for k, ab in drawn.items()}
+    assert rate["mixed"] > 1.5 * rate["uniform"] > 1.5 * rate["runs"]
+
+
 def test_train_task_options_change_training_only_and_earlier_runs_keep_their_hashes():
     base = L.structured_run(top_marker=True)
     runs = L.structured_run(top_marker=True, train_task_options={"operands": "runs"})
@@ -293,7 +326,7 @@ def test_train_task_options_change_training_only_and_earlier_runs_keep_their_has
     g = torch.Generator().manual_seed(0)
     drawn = L.training_batch(runs.make_training_task(), runs, g).tokens
     assert drawn.shape[0] >= 1
-    with pytest.raises(ValueError, match="option operands='zeros' is not valid"):
+    with pytest.raises(ValueError, match="option operands='zeros' is not valid.*mixed"):
         L.structured_run(train_task_options={"operands": "zeros"})
 
 
