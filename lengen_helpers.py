@@ -51,6 +51,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import types
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -103,6 +104,14 @@ def ranged(
 ) -> Any:
     """A dataclass field whose value must lie in [low, high]; `above` / `below` make an end open."""
     return field(default=default, metadata={"range": (low, high, above, below)})
+
+
+def when_set(f: Any) -> Any:
+    """Mark `f` (a dataclass field) as named in a run's hash only where it is set to other than its
+    default (`config_hash`): a setting added to a config leaves the names of the runs that never
+    set it as they were."""
+    f.metadata = types.MappingProxyType({**f.metadata, "hash": "when set"})
+    return f
 
 
 def _describe_range(kind: str, low: float | None, high: float | None, above: bool, below: bool) -> str:
@@ -1018,8 +1027,8 @@ class ModelConfig:
     dropout: float = ranged(0.0, 0, 1, below=True)
     max_positions: int = ranged(128, 1)  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
     rope_fraction: float = ranged(1.0, 0, 1, above=True)  # the paper rotated 0.25
-    scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al.
-    position_init_std: float = ranged(0.02, 0, above=True)  # a trained position table's initial spread (learned, T5)
+    scale_embeddings: bool = when_set(field(default=False))  # token embeddings times sqrt(d_model), as Vaswani et al.
+    position_init_std: float = when_set(ranged(0.02, 0, above=True))  # a trained position table's initial spread
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -1725,8 +1734,8 @@ class RunConfig:
 
     task: str = "copy"
     model: ModelConfig = field(default_factory=ModelConfig)  # model.encoding names the encoding
-    task_options: dict[str, str] = field(default_factory=dict)  # the task's format (`Task.options`)
-    train_task_options: dict[str, str] = field(default_factory=dict)  # options changed for training only
+    task_options: dict[str, str] = when_set(field(default_factory=dict))  # the task's format (`Task.options`)
+    train_task_options: dict[str, str] = when_set(field(default_factory=dict))  # options changed for training only
     seed: int = ranged(0, 0)
     train_min_len: int = ranged(1, 1)
     train_max_len: int = ranged(16, 1)
@@ -1739,8 +1748,8 @@ class RunConfig:
     eval_max_len: int = ranged(48, 1)
     eval_per_length: int = ranged(256, 1)
     eval_seed: int = ranged(1234, 0)  # apart from the training seeds: the same test set for every model
-    packed: bool = True  # pack sequences into rows; False: one per row, padded (same loss and gradients)
-    train_eos: bool = True  # False: EOS is left out of the loss, so the stop decision is never trained
+    packed: bool = when_set(field(default=True))  # pack sequences into rows; False: one per row, padded
+    train_eos: bool = when_set(field(default=True))  # False: EOS is left out of the loss, so its stop is never trained
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
@@ -1816,25 +1825,21 @@ class RunConfig:
 TRAINING_REVISION = 2
 
 
-# Settings added after the grid was trained, with the value every earlier run had. At that value
-# a setting is left out of the hash, so the runs trained before it existed keep their names; any
-# other value names a new run. A registered model option (`ModelOptions`) is left out the same way
-# at its default. Records carry every setting (`tools/migrate_records.py` wrote them into the
-# records trained before).
-LATER_FIELDS: dict[str, Any] = {
-    "packed": True,
-    "model.scale_embeddings": False,
-    "model.position_init_std": 0.02,
-    "train_eos": True,
-    "task_options": {},
-    "train_task_options": {},
-}
+def _named_when_set() -> dict[str, Any]:
+    """Every setting named in the hash only where set (`when_set` fields of RunConfig and
+    ModelConfig, and every registered model option), keyed "field" or "model.field", with its default."""
+    out = {}
+    for prefix, cls in (("", RunConfig), ("model.", ModelConfig)):
+        for f in dataclasses.fields(cls):
+            if f.metadata.get("hash") == "when set":
+                out[prefix + f.name] = f.default_factory() if f.default is dataclasses.MISSING else f.default
+    return out | {f"model.{name}": default for name, default in model_option_defaults().items()}
 
 
 def _hashed_fields(config: dict[str, Any]) -> dict[str, Any]:
+    """The config as its hash reads it: every setting of `_named_when_set` left out at its default."""
     out = json.loads(json.dumps(config))  # a deep copy
-    later = LATER_FIELDS | {f"model.{name}": default for name, default in model_option_defaults().items()}
-    for key, default in later.items():
+    for key, default in _named_when_set().items():
         *parents, leaf = key.split(".")
         node = out
         for p in parents:

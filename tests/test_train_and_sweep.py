@@ -331,6 +331,17 @@ def test_atomic_writes_leave_ordinary_readable_files(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["record.json"]  # no temporary file left behind
 
 
+def test_settings_marked_when_set_are_hashed_only_where_set():
+    named = L._named_when_set()
+    assert {"packed", "train_eos", "task_options", "train_task_options", "model.scale_embeddings"} <= set(named)
+    assert "steps" not in named and "model.d_model" not in named  # the first grid's settings: always hashed
+    base = L.make_run("copy", "nope", 0)
+    assert "packed" not in L._hashed_fields(base.to_dict()) and "steps" in L._hashed_fields(base.to_dict())
+    assert L.make_run("copy", "nope", 0, packed=True).hash == base.hash
+    assert L.make_run("copy", "nope", 0, packed=False).hash != base.hash
+    assert L.make_run("copy", "nope", 0, scale_embeddings=True).hash != base.hash
+
+
 @pytest.mark.results
 def test_every_committed_record_loads_with_its_hash():
     paths = sorted(L.RESULTS_DIR.glob("**/runs/*.json"))
