@@ -8,8 +8,10 @@ The teaching core, sections 1-8, is the model and how it is trained and scored; 
 experiment and names nothing defined after it (a test over the module's syntax tree keeps it so).
 A chapter adds itself by registering: a task (`register_task`), a format that wraps tasks
 (`register_task_wrapper`), an encoding (`register_encoding`), a position scheme
-(`register_position_scheme`); what it trains is a row of the experiments section (17). Each later
-section holds one chapter's code, all of it:
+(`register_position_scheme`); what it trains is a row of the experiments section (17). Sections
+9-16 hold each chapter's mechanisms (what it builds, measures and trains); sections 18-25 what its
+notebook shows of them (tables, figures, claims and verdicts), in the same order; nothing in 1-17
+calls them:
 
     1. tasks                           (copy, reverse, their batches; a registry for more, with formats)
     2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
@@ -19,17 +21,18 @@ section holds one chapter's code, all of it:
     6. exact match                     (teacher-forced, per length)
     7. training one run                (RunConfig, train_run, checkpoints)
     8. the sweep                       (resumable, parallel, any concurrent.futures executor)
-    9. verification and pictures       (02: the encoder-decoder Transformer, PyTorch references, checks)
-   10. analysis                        (03, 04: records -> tables, figures, rankings; the ablation)
-   11. attention inspection            (05: pointer heads, an explorer, JSD similarity to NoPE)
+    9. verification                    (02: the encoder-decoder Transformer, PyTorch references, checks)
+   10. analysis                        (03, 04: records -> frames, reciprocal ranks, bootstraps; the ablation)
+   11. attention inspection            (05: pointer heads, JSD similarity to NoPE)
    12. the paper's other tasks         (07: eight tasks, the ranking across them two ways)
    13. how NoPE knows where it is      (08: the theorems as hand-set weights, probes)
    14. what moves the cliff            (09: failure anatomy, attention scaling, training interventions)
    15. scratchpads                     (10: a task's steps before its answer, scored on the final answer)
    16. addition that generalizes       (11: digit places as positions, Cho et al. and McLeish et al.)
    17. the experiments                 (every named set of runs: its runs, folder and notebook, one table)
-   18. benchmarks                      (03, 06: training throughput, decoding caches)
-   19. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
+18-25. tables, figures and verdicts    (one section per chapter 9-16: what its notebook shows)
+   26. benchmarks                      (03, 06: training throughput, decoding caches)
+   27. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
@@ -2556,10 +2559,6 @@ class Check:
         return {"check": self.name, "tolerance": tol, "result": "pass" if self.passed else "FAIL"}
 
 
-def checks_table(checks: Sequence[Check]):
-    return pd.DataFrame([c.row() for c in checks]).set_index("check")
-
-
 def _maxdiff(a: Tensor, b: Tensor) -> float:
     return float((a - b).detach().abs().max())
 
@@ -2691,51 +2690,6 @@ def parameter_counts():
     return pd.DataFrame(rows).set_index("encoding")
 
 
-def plot_encodings(path: Path | None = None):
-    """One picture per encoding family: sinusoidal table, RoPE, ALiBi bias, T5 buckets."""
-    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
-    im = ax[0, 0].imshow(sinusoidal_table(torch.arange(99), 64).T, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
-    ax[0, 0].set(title="Sinusoidal: table added to the embeddings", xlabel="position", ylabel="dimension")
-    fig.colorbar(im, ax=ax[0, 0], label="value")
-    q = torch.ones(1, 1, 1, 16)
-    distance = torch.arange(0, 99)
-    for frac, style in [(1.0, "-"), (0.25, "--")]:
-        rot = Rotary(ModelConfig(encoding="rope", rope_fraction=frac))
-        scores = [
-            (rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16
-            for d in distance
-        ]
-        ax[0, 1].plot(distance, scores, style, color=encoding_color("rope"), label=f"RoPE, rotating {frac:.0%} of dims")
-    ax[0, 1].set(
-        title="RoPE: score of q = k = 1 against distance",
-        xlabel="query - key distance",
-        ylabel="q.k / dh after rotation",
-    )
-    ax[0, 1].legend()
-    alibi = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(20), torch.arange(20))[0]
-    masked = alibi.masked_fill(~causal_mask(20), float("nan"))
-    im = ax[1, 0].imshow(masked[0], cmap="viridis")
-    ax[1, 0].set(
-        title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
-        xlabel="key position",
-        ylabel="query position",
-    )
-    for axis in (ax[1, 0].xaxis, ax[1, 0].yaxis):  # positions are integers
-        axis.set_major_locator(MaxNLocator(integer=True))
-    fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
-    d = torch.arange(0, 200)
-    ax[1, 1].plot(d, t5_bucket(d), color=encoding_color("t5"), label="T5 bias: 32 buckets, max distance 128")
-    ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
-    ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
-    ax[1, 1].set(
-        title="T5: distance -> bucket (a learned bias per bucket, head)", xlabel="query - key distance", ylabel="bucket"
-    )
-    ax[1, 1].legend()
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
 # ---------------------------------------------------------------------------------------------
 # 10. Analysis: records -> tables, figures, rankings with their uncertainty (notebooks 03 and 04)
 # ---------------------------------------------------------------------------------------------
@@ -2844,163 +2798,6 @@ def per_run_metrics(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20
     return reach_summary(df, ["task", "encoding", "seed"], train_max, at)
 
 
-def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
-    """The baseline's table: mean ± population std over seeds, per task and encoding."""
-    runs = per_run_metrics(df, train_max, at)
-    cols = [c for c in runs.columns if c not in ("task", "encoding", "seed")]
-    out = []
-    for (task, enc), g in runs.groupby(["task", "encoding"], sort=False):
-        row = {"task": task, "encoding": label(enc), "seeds": len(g)}
-        for c in cols:
-            row[c] = f"{g[c].mean():.1f} ± {g[c].std(ddof=0):.1f}"
-        out.append(row)
-    return pd.DataFrame(out).set_index(["task", "encoding"])
-
-
-def plot_by_length(
-    table,
-    value: str,
-    ylabel: str,
-    title: str,
-    path: Path | None = None,
-    train_max: int | dict[str, int] = 16,
-    scale: float = 1.0,
-    band: bool = True,
-    line_label: Callable[[str], str] | None = None,
-    ylim: tuple[float, float] | None = None,
-    colors: dict[str, str] | None = None,
-    styles: dict[str, str] | None = None,
-    xlabel: str | dict[str, str] = "input length n (symbols)",
-    titles: dict[str, str] | None = None,
-    notes: dict[str, str] | None = None,
-    baselines: dict[str, Any] | None = None,
-    baseline_label: str = "baseline",
-    shared_legend: bool = False,
-    xlim: tuple[float, float] | None = None,
-):
-    """One panel per task (three to a row), one line per encoding against n: the mean over seeds
-    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked
-    (`train_max`: one for every panel, or one per task). Optional: a panel title per task
-    (`titles`, else the task's key), an x label for every panel or one per task (`xlabel`, a
-    task missing from the dict gets "size n"), a note written in a panel (`notes`), a baseline per task
-    (`baselines`: a Series n -> value, drawn grey), and one legend for the figure instead of one
-    per panel (`shared_legend`: every panel then shows the same encodings; it fills the first
-    empty panel where the grid has one, else sits below); `xlim` zooms every
-    panel to a range of n, with a tick at each integer."""
-    tasks = list(dict.fromkeys(table["task"]))
-    cols = min(3, len(tasks))
-    rows = math.ceil(len(tasks) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), sharey=True, squeeze=False)
-    spare = list(axes.flat[len(tasks) :])
-    for ax in spare[1 if shared_legend else 0 :]:
-        ax.remove()
-    handles: dict[str, Any] = {}
-    for ax, task in zip(axes.flat, tasks):
-        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
-            stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
-            k = g["seed"].nunique()
-            name = line_label(enc) if line_label else f"{label(enc)} ({k} seed{'s' if k != 1 else ''})"
-            ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
-            color = (colors or {}).get(enc) or encoding_color(enc)
-            ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
-            if band:
-                ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
-        top = train_max[task] if isinstance(train_max, dict) else train_max
-        each = shared_legend and isinstance(train_max, dict)  # one legend, a size per panel
-        where = "longest training size (each panel's)" if each else f"longest training n = {top}"
-        ax.axvline(top, color="black", ls=":", lw=1, label=where)
-        if baselines is not None and task in baselines:
-            base = baselines[task] * scale
-            ax.plot(base.index, base.to_numpy(), color="gray", ls="-.", lw=1.2, label=baseline_label)
-        if notes is not None and task in notes:
-            box = dict(boxstyle="round", facecolor="white", edgecolor="gray", alpha=0.9)
-            ax.text(0.97, 0.95, notes[task], transform=ax.transAxes, ha="right", va="top", fontsize=9, bbox=box)
-        xl = xlabel.get(task, "size n") if isinstance(xlabel, dict) else xlabel
-        ax.set(title=f"{(titles or {}).get(task, task)}: {title}", xlabel=xl, ylabel=ylabel)
-        if ylim is not None:
-            ax.set_ylim(*ylim)
-        if xlim is not None:
-            ax.set_xlim(*xlim)
-            ax.set_xticks(range(math.ceil(xlim[0]), math.floor(xlim[1]) + 1))
-        if shared_legend:
-            handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-        else:
-            ax.legend(fontsize=8)
-    if shared_legend and spare:  # the legend takes the first empty panel
-        spare[0].axis("off")
-        spare[0].legend(handles.values(), handles.keys(), loc="center", fontsize=11, frameon=False)
-        fig.tight_layout()
-    elif shared_legend:
-        ncol = min(4, len(handles))
-        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=10)
-        legend_rows = math.ceil(len(handles) / ncol)  # about 0.27 inch a row, below the x labels
-        fig.tight_layout(rect=(0, (0.15 + 0.27 * legend_rows) / fig.get_figheight(), 1, 1))
-    else:
-        fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
-def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16, xlim: tuple[float, float] | None = None):
-    """Exact match against n (mean over seeds; band = min to max); `xlim`: a range of n, closer."""
-    return plot_by_length(
-        df,
-        "exact_match",
-        "exact match (%, band = min-max over seeds)",
-        "exact match against length" + (f", n = {xlim[0]:g}-{xlim[1]:g}" if xlim else ""),
-        path,
-        train_max,
-        scale=100.0,
-        ylim=(-2, 102),
-        xlim=xlim,
-    )
-
-
-def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
-    """Training loss against step, one panel per task, per encoding the median over seeds (which
-    one failed run does not pull) and their min-max band (log scale). One legend for both panels,
-    below them where it hides no curve; the number of seeds is said once, in its title, when every
-    encoding has the same (else in each entry)."""
-    tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.6), sharey=True, squeeze=False)
-    handles: dict[str, Any] = {}
-    counts: dict[str, set[int]] = {}  # encoding -> its numbers of seeds over the panels
-    for ax, task in zip(axes[0], tasks):
-        by_enc: dict[str, list] = {}
-        for r in records:
-            if r["config"]["task"] == task:
-                by_enc.setdefault(r["config"]["model"]["encoding"], []).append(r["loss_curve"])
-        for enc, curves in by_enc.items():
-            every = curves[0]["every"]
-            losses = np.array([c["mean_loss"] for c in curves])
-            steps = np.arange(losses.shape[1]) * every + every
-            color = encoding_color(enc)
-            (line,) = ax.plot(steps, np.median(losses, axis=0), color=color)
-            ax.fill_between(steps, losses.min(axis=0), losses.max(axis=0), color=color, alpha=0.12, lw=0)
-            handles.setdefault(enc, line)
-            counts.setdefault(enc, set()).add(len(curves))
-        ax.set(title=f"{task}: training loss", xlabel="step")
-        ax.set(ylabel="cross-entropy on targets (nats)", yscale="log")
-    every_k = set().union(*counts.values()) if counts else set()
-    if len(every_k) == 1:  # the same number of seeds everywhere: said once
-        names, seeds = [label(e) for e in handles], f"the median of {every_k.pop()} seeds"
-    else:
-        seeds = "the median of the seeds"
-        names = [f"{label(e)} ({'/'.join(map(str, sorted(counts[e])))} seeds)" for e in handles]
-    fig.legend(
-        list(handles.values()),
-        names,
-        loc="lower center",
-        ncol=len(handles),
-        fontsize=9,
-        title=f"line: {seeds}; band: their min to max",
-        title_fontsize=9,
-    )
-    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))  # the legend, two rows, below
-    save_figure(fig, path)
-    return fig
-
-
 def ood_rows(df, test_lengths: Sequence[int] | None = range(17, 33)):
     """The rows of `df` at the test lengths: `test_lengths` for every task, or with None each
     task's own, L+1 to 2L for its training length L (17-32 for copy and reverse, 9-16 for the
@@ -3064,69 +2861,6 @@ def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: boo
     return pd.DataFrame(p, index=list(names), columns=list(names))
 
 
-def with_blanks(table, blank: str = "—", decimals: int | None = None):
-    """`table` for reading: a cell with nothing to show (NaN: no such pair, size or figure) prints
-    as `blank` instead of NaN. A float column is written with `decimals` decimals, or (None) with
-    the most any of its cells needs (round the table first), one number for the whole column as a
-    float column prints (1.00 beside 0.91, not 1.0)."""
-
-    def needed(x: float) -> int:
-        text = repr(float(x))
-        return 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
-
-    out = table.astype(object).where(table.notna(), blank)
-    for j, (_, col) in enumerate(table.items()):
-        if pd.api.types.is_float_dtype(col) and col.notna().any():
-            d = decimals if decimals is not None else max(1, min(6, max(needed(v) for v in col.dropna())))
-            out.iloc[:, j] = [blank if pd.isna(v) else f"{v:.{d}f}" for v in col]
-    return out
-
-
-def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):
-    """Per column of `units`: the mean, its 95% bootstrap interval, and how often it is the best."""
-    boot = bootstrap_means(units, n_boot, seed)
-    best = (boot if higher_is_better else -boot).argmax(axis=1)
-    out = pd.DataFrame(
-        {
-            "mean": np.asarray(units, dtype=float).mean(0),
-            "95% low": np.percentile(boot, 2.5, axis=0),
-            "95% high": np.percentile(boot, 97.5, axis=0),
-            "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot),
-        },
-        index=list(units.columns),
-    )
-    return out.sort_values("mean", ascending=not higher_is_better)
-
-
-def ranking_claims(
-    units_by_scheme: dict[str, Any],
-    n_boot: int = 10000,
-    seed: int = 0,
-    higher_is_better: bool = True,
-    threshold: float = CLAIM_THRESHOLD,
-) -> list[str]:
-    """Each neighbouring pair in the order of the means, with the probability under each bootstrap
-    scheme (name -> its units, same columns) that the first is ahead. "A > B" only where every
-    scheme gives at least `threshold`; else "A ~ B: not distinguishable here"."""
-    first_units = next(iter(units_by_scheme.values()))
-    names = list(first_units.columns)
-    means = np.asarray(first_units, dtype=float).mean(0)
-    order = np.argsort(-means if higher_is_better else means, kind="stable")
-    probs = {
-        k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
-        for k, u in units_by_scheme.items()
-    }
-    out = []
-    for a, b in zip(order[:-1], order[1:]):
-        first, second = label(names[a]), label(names[b])
-        shown = ", ".join(f"{k} {p[a, b]:.0%}" for k, p in probs.items())
-        sure = min(p[a, b] for p in probs.values()) >= threshold
-        out.append(
-            f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})"
-        )
-    return out
-
-
 def accuracy_units(df, task: str, test_lengths: Sequence[int] | None = range(17, 33)):
     """One row per seed, one column per encoding: mean exact match over the test lengths on `task`
     (the units of a per-task bootstrap)."""
@@ -3138,54 +2872,6 @@ def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope:
     """One row per seed, one column per encoding: mean JSD to NoPE over `lengths` on `task`."""
     keep = (jsd["task"] == task) & jsd["n"].isin(list(lengths)) & (with_nope | (jsd["encoding"] != "nope"))
     return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
-
-
-def plot_mrr(
-    units,
-    paper: dict[str, float] | None = None,
-    title: str = "",
-    path: Path | None = None,
-    summary=None,
-    resampled: str = "",
-    paper_label: str = "the paper's own runs",
-    ylabel: str = "mean reciprocal rank",
-):
-    """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
-    `mrr_units`, resampled as rows; or a ready `summary` with mean and interval columns, such as
-    `hierarchical_summary`'s, and what it `resampled`), and the paper's figure for each encoding
-    it reports as a marker (`paper_label` in the legend). Title lines longer than 72 characters
-    wrap to fit the figure."""
-    summary = bootstrap_summary(units) if summary is None else summary
-    resampled = resampled or f"{len(units)} bootstrap units"
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    x = np.arange(len(summary))
-    err = [summary["mean"] - summary["95% low"], summary["95% high"] - summary["mean"]]
-    ax.bar(
-        x,
-        summary["mean"],
-        yerr=err,
-        capsize=4,
-        color=[encoding_color(e) for e in summary.index],
-    )
-    # the bars are named by their ticks; the legend names the marks drawn on them
-    whisker = Line2D([], [], color="black", marker="_", markersize=10, linestyle="-", linewidth=1)
-    handles, labels = [whisker], [f"ours: the bar, whiskers its 95% interval ({resampled})"]
-    if paper:
-        known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
-        ax.scatter([i for i, _ in known], [v for _, v in known], color="black", marker="D", zorder=3)
-        handles, labels = [ax.collections[-1], *handles], [paper_label, *labels]
-    ax.set_xticks(x, [label(e) for e in summary.index])
-    title = title or "Mean reciprocal rank over (task, seed) columns"
-    ax.set(
-        title="\n".join(textwrap.fill(line, 72) for line in title.split("\n")),  # a long list of tasks wraps
-        ylabel=ylabel,
-        xlabel="positional encoding",
-        ylim=(0, 1.05),
-    )
-    ax.legend(handles, labels, fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
 
 
 def paper_figures(path: Path | None = None) -> dict[str, Any]:
@@ -3257,57 +2943,6 @@ def in_distribution_misses(records: Sequence[dict[str, Any]], bar: float = 0.95)
     return pd.DataFrame(rows, columns=["run", "in-distribution exact match (%)"])
 
 
-def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline.csv"):
-    """Our means beside the baseline's for the encodings it shares (exact match, %)."""
-    base = pd.read_csv(path, comment="#")
-    ours = per_run_metrics(df).groupby(["task", "encoding"]).mean(numeric_only=True)
-    rows = []
-    for _, b in base.iterrows():
-        o = ours.loc[(b["task"], b["encoding"])]
-        for col, key in [("n = 1-16", "1_16"), ("n = 17", "17"), ("n = 18", "18"), ("n = 20", "20")]:
-            rows.append(
-                {
-                    "task": b["task"],
-                    "encoding": label(b["encoding"]),
-                    "metric": col,
-                    "baseline (3 seeds)": b[f"mean_{key}"],
-                    "ours": round(o[col], 1),
-                }
-            )
-        rows.append(
-            {
-                "task": b["task"],
-                "encoding": label(b["encoding"]),
-                "metric": "longest n >= 90%",
-                "baseline (3 seeds)": b["longest_90"],
-                "ours": round(o["longest n >= 90%"], 1),
-            }
-        )
-    return pd.DataFrame(rows).pivot_table(
-        index=["task", "encoding"], columns="metric", values=["baseline (3 seeds)", "ours"], sort=False
-    )
-
-
-def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path = PUBLISHED_DIR / "paper.json"):
-    """Ours beside the paper: mean reciprocal rank and mean exact match over the test lengths
-    (the paper tests L+1..2L; here 17..32), for the encodings the paper reports."""
-    paper = json.loads(Path(path).read_text())
-    mrr = mean_reciprocal_rank(df[df["encoding"].isin(list(paper["mean_reciprocal_rank_no_scratchpad"]))], test_lengths)
-    test = df[df["n"].isin(list(test_lengths))].groupby(["task", "encoding"])["exact_match"].mean()
-    rows = []
-    for enc, paper_mrr in paper["mean_reciprocal_rank_no_scratchpad"].items():
-        row = {
-            "encoding": label(enc),
-            "MRR, paper (10 tasks)": paper_mrr,
-            "MRR, ours (copy, reverse)": round(mrr[enc], 3),
-        }
-        for task, vals in paper["ood_exact_match_mean_of_3_seeds"].items():
-            row[f"{task} test EM, paper"] = vals[enc]
-            row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("encoding")
-
-
 def sinusoidal_ablation(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     """Notebook 04's ablation: our sinusoidal models fail at n = 17, the baseline's (same model and
     schedule) did not. Each candidate cause alone, on the grid's settings otherwise: token embeddings
@@ -3344,62 +2979,6 @@ SETTING_WORDS = {  # `settings_frame`'s names of a setting, in plain words for a
 }
 
 
-def plot_settings_with_baseline(
-    frame,
-    encoding: str,
-    path: Path | None = None,
-    train_max: int = 16,
-    baseline: Path = PUBLISHED_DIR / "baseline.csv",
-):
-    """Exact match against n per setting (`settings_frame`), with the baseline's means for
-    `encoding` as black markers at the lengths it reports."""
-    fig = plot_by_length(
-        frame,
-        "exact_match",
-        "exact match (%, band = min-max over seeds)",
-        f"{label(encoding)}, exact match by setting",
-        None,
-        train_max,
-        scale=100.0,
-        ylim=(-2, 102),
-        line_label=lambda s: (
-            f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)"
-        ),
-        colors=dict.fromkeys(frame["encoding"], encoding_color(encoding)),  # one encoding: its colour
-        styles={s: ("-", "--", ":", "-.")[i % 4] for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
-    )
-    base = pd.read_csv(baseline, comment="#")
-    for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
-        row = base[(base["task"] == task) & (base["encoding"] == encoding)].iloc[0]
-        ns = [16, 17, 18, 20, 24]
-        ax.errorbar(
-            ns,
-            [row[f"mean_{n}"] for n in ns],
-            yerr=[row[f"std_{n}"] for n in ns],
-            fmt="ko",
-            ms=4,
-            capsize=3,
-            label=f"the baseline ({int(row['seeds'])} seeds, mean ± std)",
-        )
-        ax.set_xlim(0, 30)
-        ax.get_legend().remove()
-    # A setting whose curve lies on another's (padded batches on the grid's settings) stays
-    # visible: every setting after the first is marked at each n as well, in hollow markers.
-    settings = list(dict.fromkeys(frame["encoding"]))
-    for ax in fig.axes:
-        for line in ax.get_lines():
-            for i, s in enumerate(settings[1:], start=1):
-                if line.get_label().startswith(f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ("):
-                    line.set(marker=("o", "s", "^", "D")[(i - 1) % 4], ms=5, mfc="none", mew=1, zorder=3 + i)
-    handles: dict[str, Any] = {}  # one legend below both panels, where it covers no curve
-    for ax in fig.axes:
-        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=math.ceil(len(handles) / 2), fontsize=9)
-    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
-    save_figure(fig, path)
-    return fig
-
-
 def sweep_log(results_dir: str | Path = RESULTS_DIR):
     """Every sweep the command line ran, one row each: when, wall time, runs found and trained."""
     path = Path(results_dir) / "sweeps.jsonl"
@@ -3409,21 +2988,6 @@ def sweep_log(results_dir: str | Path = RESULTS_DIR):
     )
     df["wall_min"] = df["wall_s"] / 60
     return df
-
-
-def throughput_table(records: Sequence[dict[str, Any]]):
-    """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
-    rows = [
-        {
-            "encoding": label(r["config"]["model"]["encoding"]),
-            "train time (s)": r["train_time_s"],
-            "eval time (s)": r["eval_time_s"],
-            "steps / s": r["steps_per_s"],
-            "tokens / s": r["train_tokens_per_s"],
-        }
-        for r in records
-    ]
-    return pd.DataFrame(rows).groupby("encoding", sort=False).mean().round(1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3581,206 +3145,6 @@ def pointer_score_table(
     return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
-def draw_attention(
-    run: RunConfig,
-    layer: int,
-    head: int,
-    n: int,
-    example: int = 0,
-    ax=None,
-    results_dir: str | Path = RESULTS_DIR,
-    name: str | None = None,
-    colorbar: bool | None = None,
-) -> dict[str, Any]:
-    """Heatmap of one head of `run`'s model (its weights in `results_dir`) on one gold sequence
-    (output steps x all positions), on-target cells ringed, with a colour bar of the weights
-    (`colorbar`; by default where it draws its own figure); the title names the model by `name`
-    (default: its encoding). Returns what was drawn, including the model's greedy output against
-    the target, as token ids and as the task's symbols."""
-    model, task = load_run_model(run, results_dir), run.task
-    c = model.config
-    for what, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
-            valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
-            raise ValueError(f"{what}={value!r} is out of range; valid: {valid}")
-    scored = max(64, example + 1)  # sequences the on-target score averages over
-    batch = inspection_batch(task, n, scored, config=c)
-    head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
-    q, k = answer_sources(task, n)
-    rows = head_maps[example, q].numpy()
-    score = float(head_maps[:, q, k].mean())
-    sep = int(q[0])  # the query that predicts y_1 is SEP
-    own = _uncached_only(c)
-    prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
-    generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
-    target = batch.tokens[example, sep + 1 :]
-    colorbar = ax is None if colorbar is None else colorbar
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.8, 4))
-    image = ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
-    if colorbar:
-        ax.figure.colorbar(image, ax=ax, label="attention weight")
-    ax.scatter(
-        k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
-    )
-    ax.axvline(sep, color="white", lw=0.8, ls=":", label="SEP (the prompt ends)")
-    ax.legend(fontsize=9, loc="upper right", facecolor="0.2", edgecolor="0.6", labelcolor="white", markerscale=1.6)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
-    ax.set(
-        title=f"{name or label(run.encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
-        xlabel="key position (BOS, prompt, SEP, answer)",
-        ylabel="answer step i (predicting y_i)",
-    )
-    return {
-        "attention": rows,
-        "on_target": score,
-        "scored_over": scored,
-        "generated": generated.tolist(),
-        "target": target.tolist(),
-        "generated symbols": " ".join(run.make_task().decode(generated.tolist())),
-        "target symbols": " ".join(run.make_task().decode(target.tolist())),
-        "correct": bool(torch.equal(generated, target)),
-        "ax": ax,
-    }
-
-
-def plot_pointer_heads(
-    task: str,
-    encodings: Sequence[str] | None = None,
-    lengths: Sequence[int] = (16, 32),
-    path: Path | None = None,
-    results_dir: str | Path = RESULTS_DIR,
-):
-    """For each encoding's seed-0 model, its pointer head (chosen at n = 16) at each length."""
-    encodings = encoding_names() if encodings is None else encodings
-    fig, axes = plt.subplots(
-        len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False
-    )
-    for row, enc in zip(axes, encodings):
-        layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
-        for ax, n in zip(row, lengths):
-            last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
-            drawn = draw_attention(
-                make_run(task, enc, 0), layer, head, n, ax=ax, results_dir=results_dir, colorbar=last
-            )
-    lines = [
-        f"{task}: each seed-0 model's pointer head (the head that attends most to the symbol it must output next,"
-        f" chosen at n = 16), at {' and '.join(f'n = {n}' for n in lengths)}.",
-        "Each heatmap: one sequence. 'On-target' in its title: the head's mean attention weight on the ringed"
-        f" cells (where y_i is), over {drawn['scored_over']} sequences.",
-    ]
-    wrapped = [textwrap.fill(line, width=int(11 * fig.get_figwidth())) for line in lines]
-    fig.suptitle("\n".join(wrapped), fontsize=11)
-    rows_of_text = sum(w.count("\n") + 1 for w in wrapped)
-    fig.tight_layout(rect=(0, 0, 1, 1 - (0.1 + 0.16 * rows_of_text) / fig.get_figheight()))
-    save_figure(fig, path, dpi=100)
-    return fig
-
-
-def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
-    """The pointer head's on-target score against length (mean over seeds; band = min to max)."""
-    return plot_by_length(
-        table,
-        "on_target",
-        "mean attention on the right source",
-        "pointer head on target",
-        path,
-        train_max,
-        ylim=(-0.02, 1.02),
-    )
-
-
-class AttentionExplorer:
-    """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
-    the heatmap through `draw_attention` and shows greedy output against target. It opens on the
-    pointer head of the chosen model and length (notebook 05's definition: the head with the most
-    attention on the right source), and the "pointer head" button jumps there after a change."""
-
-    def __init__(
-        self,
-        seeds: Sequence[int] = range(5),
-        results_dir: str | Path = RESULTS_DIR,
-        task: str = "reverse",
-        encoding: str = "nope",
-        n: int = 16,
-    ):
-        import ipywidgets as w
-
-        self.results_dir = results_dir
-        cfg = ModelConfig()
-        self.controls = {
-            "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
-            "encoding": w.Dropdown(
-                options=[(label(e), e) for e in encoding_names()], value=encoding, description="encoding"
-            ),
-            "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
-            "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
-            "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
-            "n": w.IntSlider(value=n, min=1, max=48, description="length n"),
-            "example": w.IntSlider(value=0, min=0, max=63, description="example"),
-        }
-        self.jump = w.Button(description="pointer head", tooltip="jump to the pointer head at this length")
-        self.jump.on_click(lambda _button: self.to_pointer_head())
-        # the heatmap as a PNG in an Image widget and the text under it: each redraw replaces both
-        # values at once (an Output widget cleared and refilled from a callback can lose the figure)
-        self.image = w.Image(format="png", layout=w.Layout(width="630px"))
-        self.caption = w.HTML()
-        controls = list(self.controls.values())
-        self.widget = w.VBox([w.HBox([*controls[:3], self.jump]), w.HBox(controls[3:]), self.image, self.caption])
-        self.widget.add_class("lengen-explorer")
-        self.last: dict[str, Any] = {}
-        self._quiet = True  # no redraw while the pointer head is being set
-        self.to_pointer_head()
-        for c in self.controls.values():
-            c.observe(lambda _change: None if self._quiet else self.redraw(), names="value")
-
-    @staticmethod
-    def trained_tasks(seeds: Sequence[int], results_dir: str | Path, task: str) -> list[str]:
-        """The inspectable tasks with a trained grid model of the first seed (and `task`): a task
-        such as copy_hints has a source per answer token but no grid models to show."""
-
-        def trained(t: str, e: str) -> bool:
-            try:
-                return weights_path(Path(results_dir), make_run(t, e, seeds[0])).exists()
-            except ValueError:  # no grid run of this task and encoding can be made (too few learned rows)
-                return False
-
-        return [t for t in inspectable_tasks() if t == task or any(trained(t, e) for e in encoding_names())]
-
-    def values(self) -> dict[str, Any]:
-        return {k: c.value for k, c in self.controls.items()}
-
-    def to_pointer_head(self) -> None:
-        """Set layer and head to the pointer head of the chosen model at the chosen length, and redraw."""
-        v = self.values()
-        model = load_model(v["task"], v["encoding"], v["seed"], self.results_dir)
-        layer, head, _ = pointer_head(model, v["task"], v["n"])
-        self._quiet = True
-        self.controls["layer"].value, self.controls["head"].value = layer, head
-        self._quiet = False
-        self.redraw()
-
-    def redraw(self) -> None:
-        import html
-        import io
-
-        from matplotlib.figure import Figure
-
-        v = self.values()
-        fig = Figure(figsize=(7, 4.5))  # not pyplot's: nothing is shown or kept open by accident
-        ax = fig.add_subplot()
-        run = make_run(v["task"], v["encoding"], v["seed"])
-        drawn = draw_attention(run, v["layer"], v["head"], v["n"], v["example"], ax=ax, results_dir=self.results_dir)
-        fig.tight_layout()
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=90)
-        verdict = "right" if drawn["correct"] else "wrong"
-        target, generated = drawn["target symbols"], drawn["generated symbols"]
-        text = f"{ax.get_title()}\ntarget    {target}\ngenerated {generated}  ({verdict})"
-        self.image.value, self.caption.value = png.getvalue(), f"<pre>{html.escape(text)}</pre>"
-        self.last = {**v, **drawn, "title": ax.get_title()}
-
-
 def _jsd_rows(p: Tensor, q: Tensor) -> Tensor:
     """Jensen-Shannon divergence (bits, in [0, 1]) between attention rows along the last axis."""
     m = 0.5 * (p + q)
@@ -3823,22 +3187,6 @@ def jsd_table(
     reference = lambda t, e, s: make_run(t, "nope", s)  # noqa: E731
     table = per_model_table(compute, tasks, encodings, seeds, results_dir, cache, compared, reference)
     return table[table["n"].isin(list(lengths))].reset_index(drop=True)
-
-
-def plot_jsd(table, path: Path | None = None, train_max: int = 16):
-    """Each encoding's JSD to NoPE against length (mean over seeds and examples)."""
-    floor = lambda enc: "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)  # noqa: E731
-    return plot_by_length(
-        table,
-        "jsd",
-        "JSD to NoPE (bits; min over head pairs)",
-        "attention distance to NoPE",
-        path,
-        train_max,
-        band=False,
-        line_label=floor,
-        shared_legend=True,  # one legend below the panels, clear of the lines
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -4367,30 +3715,6 @@ def chosen_shape_runs(task: str, seeds: Sequence[int] = range(3)) -> list[RunCon
     return paper_split_runs(task, seeds=seeds, **settings)
 
 
-def pilot_table(copy_run: float, results_dir: str | Path | None = None):
-    """The pilot, one row per run in the order tried: task (format), encoding, shape, learning
-    rate, steps, compute in copy runs (`copy_run`: one copy run's FLOPs), wall time, and mean exact
-    match over the training sizes (%)."""
-    results_dir = experiment("ten-task-pilot").results_dir() if results_dir is None else results_dir
-    rows = []
-    for cfg, (_, _, shape, _) in zip(ten_task_pilot(), TEN_TASK_PILOT):
-        path = record_path(Path(results_dir), cfg)
-        rec = read_record(path) if path.exists() else None
-        rows.append(
-            {
-                "task": cfg.make_task().key,
-                "encoding": cfg.encoding,
-                "shape": shape,
-                "lr": cfg.lr,
-                "steps": cfg.steps,
-                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
-                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
-                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
 def pilot_and_chosen_compute(pilot, copy_run: float):
     """The compute of the pilot (`pilot_table`'s rows) and of each chosen model's grid: runs,
     runs trained, copy runs; and a total row."""
@@ -4433,33 +3757,6 @@ def second_pilot(task: str) -> list[RunConfig]:
 
 
 SECOND_PILOT_GOAL = 0.95  # in distribution (the mean over the training sizes), NoPE and sinusoidal alike
-
-
-def second_pilot_table(copy_run: float, results_dir: str | Path | None = None):
-    """The second pilot, one row per run: task (format), encoding, layers, steps, compute in copy
-    runs, wall time, exact match (%) at the longest training size and its mean over the training
-    sizes, and whether that mean reaches the goal (`SECOND_PILOT_GOAL`; None until trained)."""
-    results_dir = experiment("lego-pilot").results_dir() if results_dir is None else results_dir
-    rows = []
-    for cfg in (c for task in SECOND_PILOT for c in second_pilot(task)):
-        path = record_path(Path(results_dir), cfg)
-        rec = read_record(path) if path.exists() else None
-        rows.append(
-            {
-                "task": cfg.make_task().key,
-                "encoding": cfg.encoding,
-                "layers": cfg.model.n_layers,
-                "steps": cfg.steps,
-                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
-                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
-                f"at {cfg.train_max_len} (%)": 100 * rec["exact_match"][str(cfg.train_max_len)]
-                if rec
-                else float("nan"),
-                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
-                "goal": bool(rec["in_distribution_mean"] >= SECOND_PILOT_GOAL) if rec else None,
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 # The paper's own runs do not reach 95% in distribution on PCFG (its run records: the lowest of its
@@ -4588,19 +3885,6 @@ SIZE_UNITS: dict[str, str] = {
 }
 
 
-def size_label(key: str) -> str:
-    """The x label for a task's sizes: "size n (what n counts)" ("size n" for a task not listed)."""
-    unit = SIZE_UNITS.get(task_of_key(key).name)
-    return f"size n ({unit})" if unit else "size n"
-
-
-def task_title(key: str) -> str:
-    """A task's key in words for a figure: "addition.paper" -> "addition (the paper's format)"."""
-    name, *options = key.split(".")
-    name = TASK_NAMES.get(name, name)
-    return f"{name} ({', '.join(TASK_OPTION_WORDS.get(o, o) for o in options)})" if options else name
-
-
 def majority_answer_share(key: str, sizes: Iterable[int], count: int = 4096, seed: int = 99):
     """The exact match of a model that ignores its input and writes the most common answer: per
     size, the share of `count` drawn sequences whose answer is the commonest one (0-1)."""
@@ -4611,24 +3895,6 @@ def majority_answer_share(key: str, sizes: Iterable[int], count: int = 4096, see
         answers = [tuple(row[int(s.nonzero()[0]) + 1 :].tolist()) for row, s in zip(batch.tokens, sep)]
         out[int(n)] = Counter(answers).most_common(1)[0][1] / count
     return pd.Series(out, name="majority answer")
-
-
-def in_distribution_goal(df, median_bar: float = 0.95, seed_bar: float = 0.90, seeds: int = 3):
-    """Per (task, encoding): each seed's mean exact match over the training sizes, then its median
-    and lowest over seeds, and whether it meets the goal (median >= `median_bar`, no seed below
-    `seed_bar`, `seeds` seeds)."""
-    per_seed = training_rows(df).groupby(["task", "encoding", "seed"])["exact_match"].mean()
-    g = per_seed.groupby(level=["task", "encoding"])
-    median, lowest, count = g.median(), g.min(), g.size()
-    meets = (median >= median_bar) & (lowest >= seed_bar) & (count >= seeds)
-    return pd.DataFrame(
-        {
-            "median (%)": (100 * median).round(1),
-            "lowest seed (%)": (100 * lowest).round(1),
-            "seeds": count,
-            "meets goal": meets,
-        }
-    )
 
 
 # Ranking across tasks, two ways (notebook 07). The study's statistic: six encodings, each task's
@@ -4738,23 +4004,6 @@ def paper_mrr_check(path: Path | None = None):
     out["within [n/5, n]"] = (implied >= rest / 5 - 1e-3) & (implied <= rest + 1e-3)
     harmonic = rest * sum(1 / r for r in range(1, 6))
     return out.round(3), rest, round(float(implied.sum()), 3), round(harmonic, 3)
-
-
-def hierarchical_summary(rr, splits: dict[str, int] | None = None, n_boot: int = 10000, seed: int = 0):
-    """Per encoding: the mean reciprocal rank (`weighted_mrr`), its 95% interval over hierarchical
-    resamples (tasks, then seeds within each) and the share of resamples in which it is the best."""
-    boot = hierarchical_bootstrap(rr, splits, n_boot, seed)
-    point = weighted_mrr(rr, splits)[list(rr.columns)]
-    out = pd.DataFrame(
-        {
-            "mean": point.to_numpy(),
-            "95% low": np.percentile(boot, 2.5, axis=0),
-            "95% high": np.percentile(boot, 97.5, axis=0),
-            "P(best)": np.bincount(boot.argmax(axis=1), minlength=boot.shape[1]) / len(boot),
-        },
-        index=list(rr.columns),
-    )
-    return out.sort_values("mean", ascending=False)
 
 
 def seed_order(scores, task: str) -> str:
@@ -4872,26 +4121,6 @@ def mrr_decomposition(df, t5_etc: Sequence[str] = PAPER_ROW_ORDER):
     return pd.DataFrame(steps).T[list(mean.columns)].rename(columns=label)
 
 
-def evidence_table(evidence):
-    """`pairwise_evidence` as a reader scans it: shares in %, the sign-flip p to 3 places, and a
-    mark per check ("yes" where it holds)."""
-    yes = {True: "yes", False: "no"}
-    return pd.DataFrame(
-        {
-            "MRR A": evidence["MRR A"].round(3),
-            "MRR B": evidence["MRR B"].round(3),
-            "bootstrap (%)": (100 * evidence["bootstrap"]).round(0).astype(int),
-            "tasks won": evidence["tasks won"],
-            "sign-flip p": evidence["sign-flip p"].round(3),
-            "bootstrap p, Holm": evidence["bootstrap p (Holm)"].round(3),
-            "sign-flip p, Holm": evidence["sign-flip p (Holm)"].round(3),
-            "holds without any one task": evidence["holds leaving out any one task"].map(yes),
-            "random seed pairings (%)": (100 * evidence["random seed pairings"]).round(0).astype(int),
-            "stated": evidence["stated"].map(yes),
-        }
-    )
-
-
 def between(evidence, a: str, b: str):
     """The row of `pairwise_evidence` (or `evidence_table`) for encodings `a` and `b`, whichever
     is ahead."""
@@ -4900,43 +4129,6 @@ def between(evidence, a: str, b: str):
     if not found:
         raise KeyError(f"no pair of {a} and {b}; pairs: {', '.join(evidence.index)}")
     return evidence.loc[found]
-
-
-def stated_orderings(evidence) -> str:
-    """The pairs `pairwise_evidence` states, joined; "none" if it states none."""
-    return ", ".join(evidence.index[evidence["stated"]]) or "none"
-
-
-def goal_marks(goal):
-    """`in_distribution_goal` as one (task x encoding) table: the median over seeds (%), with the
-    lowest seed in brackets and a cross where the goal is missed, a tick where it is met."""
-
-    def cell(row) -> str:
-        if row["meets goal"]:
-            return f"{row['median (%)']:.1f} ✓"
-        return f"{row['median (%)']:.1f} ({row['lowest seed (%)']:.1f}) ✗"
-
-    out = goal.apply(cell, axis=1).unstack("encoding")
-    return out[[e for e in ENCODINGS if e in out.columns]].rename(columns=label)
-
-
-def tasks_meeting_goal(goal, tasks: Sequence[str]) -> list[str]:
-    """Those of `tasks` on which every encoding meets the in-distribution goal."""
-    return [t for t in tasks if bool(goal.loc[t, "meets goal"].all())]
-
-
-def flagged_ranks(rr, goal):
-    """Each task's mean reciprocal rank over its seeds (`per_task_rr`), to 2 places, marked "*"
-    where that (task, encoding) misses the in-distribution goal: there the rank measures a failure
-    to learn the task, not to extrapolate it."""
-    per_task = per_task_rr(rr)
-    missed = set(goal.index[~goal["meets goal"].astype(bool)])
-    marks = pd.DataFrame(
-        [[" *" if (t, e) in missed else "" for e in per_task.columns] for t in per_task.index],
-        index=per_task.index,
-        columns=per_task.columns,
-    )
-    return (per_task.map("{:.2f}".format) + marks).rename(columns=label)
 
 
 def paper_test_accuracy(tasks: Sequence[str]):
@@ -5296,40 +4488,6 @@ def first_layer_table(
     return per_model_table(compute, tasks, encodings, [seed], results_dir, cache)
 
 
-def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))):
-    """Per (task, encoding, seed, layer, probe): the mean absolute error (positions) on held-out
-    sequences of the training sizes, then on longer sequences at the positions within each band."""
-    keys = ["task", "encoding", "seed", "layer", "probe"]
-    t = table.assign(abs_sum=table["mae"] * table["count"])
-    parts = {}
-    pick = {"training sizes": t["sizes"] == "training"}
-    for lo, hi in bands:
-        pick[f"positions {lo}-{hi}"] = (t["sizes"] == "longer") & t["position"].between(lo, hi)
-    for name, rows in pick.items():
-        s = t[rows].groupby(keys)[["abs_sum", "count"]].sum()
-        parts[name] = s["abs_sum"] / s["count"]
-    return pd.DataFrame(parts)
-
-
-def first_layer_summary(table, bands: dict[str, tuple[int, int]]):
-    """Per (task, encoding, head) of `first_layer_table`: the mean over each band of query positions
-    of the BOS weight times (t + 1) and of the entropy over log(t + 1) (both 1 for uniform attention)."""
-    g = table.assign(
-        bos_x_t1=table["bos_weight"] * (table["position"] + 1),
-        entropy_ratio=table["entropy"] / table["uniform_entropy"],
-    )
-    parts = {
-        name: g[g["position"].between(lo, hi)]
-        .groupby(["task", "encoding", "head"])[["bos_x_t1", "entropy_ratio"]]
-        .mean()
-        for name, (lo, hi) in bands.items()
-    }
-    out = pd.concat(parts, axis=1)
-    names = {"bos_x_t1": "BOS weight x (t+1)", "entropy_ratio": "entropy / log(t+1)"}
-    out.columns = [f"positions {band}: {names[c]}" for band, c in out.columns]
-    return out
-
-
 def exact_match_cliff(df, level: float = 0.5):
     """Per (task, encoding, seed) of an exact-match frame: the largest size n up to which exact
     match stays at or above `level` at every size (`reach_summary`), and the last position
@@ -5386,178 +4544,6 @@ def construction_precision(
 FIGURE_TEXT = {"title": 13, "label": 12, "tick": 11, "legend": 11}
 
 
-def _readable(fig: Any) -> None:
-    """Set every panel's title, axis labels and tick labels of `fig` to `FIGURE_TEXT`'s sizes."""
-    for ax in fig.axes:
-        ax.title.set_fontsize(FIGURE_TEXT["title"])
-        ax.xaxis.label.set_fontsize(FIGURE_TEXT["label"])
-        ax.yaxis.label.set_fontsize(FIGURE_TEXT["label"])
-        ax.tick_params(labelsize=FIGURE_TEXT["tick"])
-
-
-def hidden_state_name(i: int) -> str:
-    """The name of hidden state i of `hidden_states_by_position` (the probes' `layer` column):
-    0 is the embeddings, i > 0 the output of layer i - 1, layers counted from 0 ("after L0")."""
-    return "embeddings" if i == 0 else f"after L{i - 1}"
-
-
-def condensed_probe_table(summary, decimals: int = 1):
-    """`probe_summary` (one seed) for reading: a row per hidden state (`hidden_state_name`) and
-    encoding, a column per (task, band, probe), rounded to `decimals`. Encodings whose rows are the
-    same at a hidden state once rounded (embeddings that carry no position) share one row, their
-    names joined."""
-    if "seed" in summary.index.names:
-        if summary.index.get_level_values("seed").nunique() > 1:
-            raise ValueError("condensed_probe_table reads one seed's probes")
-        summary = summary.droplevel("seed")
-    long = summary.rename_axis(columns="band").stack().rename("mae").reset_index()
-    tasks, bands = list(dict.fromkeys(long["task"])), list(summary.columns)
-    probes = list(dict.fromkeys(long["probe"]))
-    wide = long.pivot_table(index=["layer", "encoding"], columns=["task", "band", "probe"], values="mae")
-    wide = wide.reindex(columns=pd.MultiIndex.from_product([tasks, bands, probes], names=wide.columns.names))
-    order = {e: i for i, e in enumerate(encoding_names())}
-    wide = wide.round(decimals)
-    rows, index = [], []
-    for layer in sorted(wide.index.get_level_values("layer").unique()):
-        part = wide.xs(layer, level="layer")
-        part = part.loc[sorted(part.index, key=lambda e: (order.get(e, len(order)), e))]
-        groups: dict[tuple, list[str]] = {}
-        for enc, values in part.iterrows():
-            groups.setdefault(tuple(values.fillna(np.inf)), []).append(enc)
-        for encs in groups.values():
-            rows.append(part.loc[encs[0]])
-            index.append((hidden_state_name(int(layer)), ", ".join(label(e) for e in encs)))
-    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["hidden state", "encoding"]))
-
-
-def plot_construction_precision(table, path: Path | None = None):
-    """The largest readout error and the largest share of the second layer's (L1's) attention off
-    its target over every position a construction covers, against the number of positions it is
-    built for (an exact 0 drawn at the floor, and said so, in a panel that has one)."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
-    table = table.assign(off_target=1 - table["attention_on_target"])
-    worst = table.groupby("n_positions")[["readout_error", "off_target"]].max()
-    floors = {"readout_error": 1e-9, "off_target": 1e-12}
-    panels = (
-        (a, "readout_error", "largest |position read back - t| (positions)", "Theorem 1: the position L0 writes"),
-        (b, "off_target", "largest 1 - attention on t - 1", "Theorem 2: L1's attention off its target"),
-    )
-    for ax, column, ylabel, title in panels:
-        ax.plot(worst.index, worst[column].clip(lower=floors[column]), color="black", marker="o", label="float32")
-        if (worst[column] <= floors[column]).any():  # the floor is drawn, and named, only where a value sits on it
-            ax.axhline(floors[column], color="gray", ls="--", lw=0.8, label=f"{floors[column]:g}: exact (0) drawn here")
-        ax.set(xscale="log", yscale="log", xlabel="positions the construction is built for", ylabel=ylabel, title=title)
-        ax.set_xticks(list(worst.index), [str(n) for n in worst.index])
-        ax.minorticks_off()
-    a.axhline(0.5, color="black", ls=":", lw=1, label="half a position: the readout rounds wrong")
-    b.axhline(0.5, color="black", ls=":", lw=1, label="half its attention off: the target no longer wins")
-    for ax, where in ((a, "lower right"), (b, "center left")):  # where no point or line is
-        ax.set_ylim(top=5.0)  # the half-way line clear of the frame
-        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc=where)
-    fig.suptitle("The worst position of each construction, in float32 (layers L0 and L1)", fontsize=14)
-    _readable(fig)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
-def _probe_curves(g, train_last: int) -> tuple[Any, Any]:
-    """A probe's mean |error| per position over held-out sequences of the training sizes up to
-    `train_last`, and over longer sequences from `train_last` on."""
-
-    def curve(sizes: str):
-        s = g[g["sizes"] == sizes].groupby("position")[["abs_sum", "count"]].sum()
-        return s["abs_sum"] / s["count"]
-
-    inside, outside = curve("training"), curve("longer")
-    return inside[inside.index <= train_last], outside[outside.index >= train_last]
-
-
-def best_probe_layers(table, probe: str = "mlp") -> dict[tuple[str, str], int]:
-    """Per (task, encoding): the hidden state (the `layer` column) whose `probe` reads the position
-    best on held-out sequences of the training sizes."""
-    t = table[(table["probe"] == probe) & (table["sizes"] == "training")]
-    s = t.assign(abs_sum=t["mae"] * t["count"]).groupby(["task", "encoding", "layer"])[["abs_sum", "count"]].sum()
-    err = s["abs_sum"] / s["count"]
-    return {(task, enc): int(layer) for (task, enc, layer) in err.groupby(level=["task", "encoding"]).idxmin()}
-
-
-def plot_probe_errors(
-    table,
-    reach: dict[str, int],
-    train_last: int,
-    path: Path | None = None,
-    probe: str = "mlp",
-    by_layer: str | None = "nope",
-):
-    """Probe error against position, one panel per task: each encoding's model at the hidden state
-    its probe reads best (`best_probe_layers`), in the encoding's colour, with its exact-match
-    cliff (`reach`, keyed 'task/encoding': the last position its answer reaches) marked on its line;
-    and, if `by_layer` names an encoding, a second row with that encoding's every hidden state, its
-    cliff a vertical line. Solid: held-out sequences of the training sizes (positions up to
-    `train_last`, shaded: where the probe is fitted); dashed: longer sequences, from `train_last` on."""
-    t = table[table["probe"] == probe]
-    t = t.assign(abs_sum=t["mae"] * t["count"])
-    tasks = list(dict.fromkeys(t["task"]))
-    order = {e: i for i, e in enumerate(encoding_names())}
-    encodings = sorted(dict.fromkeys(t["encoding"]), key=lambda e: (order.get(e, len(order)), e))
-    best = best_probe_layers(table, probe)
-    layered = by_layer in encodings
-    rows = 2 if layered else 1
-    fig, axes = plt.subplots(rows, len(tasks), figsize=(7.2 * len(tasks), 5.2 * rows), squeeze=False, sharey=True)
-    cliff_note = "exact-match cliff: the last position its answer reaches at 50%"
-
-    def frame(ax: Any, title: str) -> None:
-        ax.axvspan(0, train_last, color="0.92", zorder=0)
-        ax.set(yscale="log", ylim=(1e-2, 2e2), title=title, xlabel="position t")
-
-    for ax, task in zip(axes[0], tasks):
-        frame(ax, f"{task}: each model at its best hidden state")
-        for enc in encodings:
-            g = t[(t["task"] == task) & (t["encoding"] == enc)]
-            if (task, enc) not in best:
-                continue
-            layer = best[(task, enc)]
-            inside, outside = _probe_curves(g[g["layer"] == layer], train_last)
-            c = encoding_color(enc)
-            ax.plot(inside.index, inside.values, color=c, lw=1.8, label=f"{label(enc)} ({hidden_state_name(layer)})")
-            ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
-            cliff = reach.get(f"{task}/{enc}")
-            curve = outside if cliff is not None and cliff in outside.index else inside
-            if cliff is not None and cliff in curve.index:
-                ax.plot([cliff], [curve[cliff]], ls="none", marker="o", ms=9, color=c, mec="black", zorder=5)
-        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right", title="model (hidden state)")
-    if layered:
-        for ax, task in zip(axes[1], tasks):
-            frame(ax, f"{task}, {label(by_layer)}: every hidden state")
-            g = t[(t["task"] == task) & (t["encoding"] == by_layer)]
-            for layer, gl in g.groupby("layer"):
-                inside, outside = _probe_curves(gl, train_last)
-                c = ordinal_color(int(layer))
-                ax.plot(inside.index, inside.values, color=c, lw=1.8, label=hidden_state_name(int(layer)))
-                ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
-            cliff = reach.get(f"{task}/{by_layer}")
-            if cliff is not None:
-                ax.axvline(cliff, color="black", ls="-.", lw=1.4, label=f"exact-match cliff (position {cliff})")
-            ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right")
-    for ax in axes.flat:
-        ax.set_ylabel(f"{probe} probe: mean |error| (positions)")
-    from matplotlib.patches import Patch
-
-    handles = [
-        Line2D([], [], color="black", lw=1.8, label=f"held-out sequences of the training sizes (t ≤ {train_last})"),
-        Line2D([], [], color="black", lw=1.8, ls="--", label=f"longer sequences (t ≥ {train_last})"),
-        Patch(color="0.92", label=f"positions the probe is fitted on (0-{train_last})"),
-        Line2D([], [], ls="none", marker="o", ms=9, color="white", mec="black", label=cliff_note),
-    ]
-    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=FIGURE_TEXT["legend"])
-    fig.suptitle(f"Reading the absolute position from the hidden states ({probe} probe)", fontsize=14)
-    _readable(fig)
-    fig.tight_layout(rect=(0, 0.075 if layered else 0.14, 1, 1))
-    save_figure(fig, path, dpi=100)
-    return fig
-
-
 BOS_FLOOR = 1e-4  # plot_first_layer draws a head's smaller BOS weights here (a log axis has no 0)
 UNIFORM_LEVEL = 0.9  # a head whose entropy keeps this share of uniform's over the training positions
 
@@ -5576,96 +4562,6 @@ def uniform_heads(table, train_last: int = 33, level: float = UNIFORM_LEVEL):
         bos_x_t1=("bos_x_t1", "mean"), entropy_ratio=("entropy_ratio", "mean"), lowest=("entropy_ratio", "min")
     )
     return out[out["lowest"] >= level].drop(columns="lowest").reset_index()
-
-
-def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
-    """NoPE's first layer (L0) per head: the weight on BOS times (t + 1), which is 1 for uniform
-    attention, and the entropy over log(t + 1), 1 for uniform, against the query position. A head
-    that keeps near-uniform attention over the training positions (`uniform_heads`) is drawn
-    thick and named, with its numbers; a panel without one says so."""
-    from matplotlib.ticker import FuncFormatter
-
-    tasks = list(dict.fromkeys(table["task"]))
-    marked = uniform_heads(table, train_last)
-    fig, axes = plt.subplots(2, len(tasks), figsize=(7 * len(tasks), 8.5), squeeze=False)
-    for j, task in enumerate(tasks):
-        g = table[(table["task"] == task) & (table["position"] > 0)]
-        enc = g["encoding"].iloc[0]
-        mine = marked[(marked["task"] == task) & (marked["encoding"] == enc)].set_index("head")
-        floored = False
-        for head, gh in g.groupby("head"):
-            thick = {"lw": 3.2, "zorder": 4} if head in mine.index else {"lw": 1.4, "alpha": 0.85}
-            bos = gh["bos_weight"] * (gh["position"] + 1)
-            floored |= bool((bos < BOS_FLOOR).any())
-            name = f"L0H{head}"
-            axes[0, j].plot(gh["position"], bos.clip(lower=BOS_FLOOR), color=ordinal_color(head), label=name, **thick)
-            ratio = gh["entropy"] / gh["uniform_entropy"]
-            axes[1, j].plot(gh["position"], ratio, color=ordinal_color(head), label=name, **thick)
-            if head in mine.index:
-                r = mine.loc[head]
-                t_mid = max(1, train_last // 2)  # the arrows point inside the training positions
-                at = gh["position"] == t_mid
-                note = {
-                    "textcoords": "axes fraction",
-                    "va": "center",
-                    "fontsize": FIGURE_TEXT["legend"],
-                    "arrowprops": {"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
-                    "bbox": {"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
-                }
-                axes[0, j].annotate(
-                    f"{name}: near-uniform attention, BOS weight\n{r['bos_x_t1']:.2f}x uniform's 1/(t + 1) "
-                    f"(mean, t = 1-{train_last})",
-                    xy=(t_mid, float(bos[at].iloc[0])),
-                    xytext=(0.3, 0.9),
-                    **note,
-                )
-                axes[1, j].annotate(
-                    f"{name}: {r['entropy_ratio']:.2f} of uniform's entropy (mean, t = 1-{train_last})",
-                    xy=(t_mid, float(ratio[at].iloc[0])),
-                    xytext=(0.4, 0.3),
-                    **note,
-                )
-        if mine.empty:
-            axes[0, j].text(
-                0.97,
-                0.35,
-                f"no head keeps {UNIFORM_LEVEL:g} of uniform's entropy at every t = 1-{train_last}",
-                transform=axes[0, j].transAxes,
-                ha="right",
-                va="bottom",
-                fontsize=FIGURE_TEXT["legend"],
-                bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
-            )
-        if floored:  # drawn, and named, only where a weight sits below it
-            axes[0, j].axhline(
-                BOS_FLOOR, color="gray", ls="--", lw=0.8, label=f"{BOS_FLOOR:g}: lower values drawn here"
-            )
-        axes[0, j].set(
-            title=f"{task}, {label(enc)}, L0: weight on BOS x (t + 1)",
-            ylabel="BOS weight x (t + 1) (1 = uniform)",
-            yscale="log",
-        )
-        low, high = axes[0, j].get_ylim()
-        if not mine.empty:  # room above the lines for the named head's numbers
-            axes[0, j].set_ylim(low, high * (high / low) ** 0.6)
-        if high / low < 100:  # under two decades: name 1, 2 and 5 of each, not only the powers of ten
-            axes[0, j].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            axes[0, j].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        else:
-            axes[0, j].yaxis.set_major_locator(LogLocator(base=10))
-        axes[0, j].yaxis.set_minor_formatter(NullFormatter())
-        axes[1, j].set(title=f"{task}, {label(enc)}, L0: attention entropy / log(t + 1)", ylabel="entropy / uniform's")
-        for ax in axes[:, j]:
-            ax.axvline(train_last, color="black", ls=":", lw=1.2, label=f"last training position ({train_last})")
-            ax.set_xlabel("query position t")
-    handles: dict[str, Any] = {}  # the heads and marks of every panel, once each
-    for ax in axes.flat:
-        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=FIGURE_TEXT["legend"])
-    _readable(fig)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    save_figure(fig, path, dpi=100)
-    return fig
 
 
 # ---------------------------------------------------------------------------------------------
@@ -5976,31 +4872,6 @@ def failure_table(
     return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
-def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
-    """Per task: exact match (solid) and exact match with the length given (dashed) against n, one
-    colour per encoding: the gap between them is what the stop decision costs."""
-    tasks = list(dict.fromkeys(table["task"]))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.3), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
-            g = g.sort_values("n")
-            ax.plot(g["n"], 100 * g["exact_match"], color=encoding_color(enc), label=f"{label(enc)}")
-            ax.plot(g["n"], 100 * g["length_given"], color=encoding_color(enc), ls="--", lw=1)
-        ax.plot([], [], color="gray", ls="--", lw=1, label="dashed: length given")
-        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
-        ax.set(
-            title=f"{task}: exact match, and with the length given (seed 0)",
-            xlabel="input length n (symbols)",
-            ylabel="exact match (%)",
-            xlim=(train_max - 4, 32),
-        )
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # lengths are integers
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
 # Attention-logit scaling at inference, on the committed grid models (no retraining): attached
 # from outside the model, through each attention's `hook_scores` (`scaled_attention`).
 def attention_scale(keys: Tensor, attention_temperature: float = 1.0, log_length_scaling: int = 0) -> Tensor:
@@ -6071,66 +4942,9 @@ def scaling_table(
     return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
-def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 0.9, train_max: int = 16):
-    """Per (task, encoding, setting) of `scaling_table` (`reach_summary`), in %: mean exact match over
-    the training lengths measured, over the `test` lengths, and the longest n up to which every
-    length keeps `threshold`; each also with the length given."""
-    keys = ["task", "encoding", "setting"]
-    return reach_summary(table, keys, train_max, (), test, threshold, ("exact_match", "length_given")).set_index(keys)
-
-
 # Training interventions (`INTERVENTIONS`, section 14): the failure anatomy of every trained run of
 # each, beside the grid's own models ("none"), cached per intervention.
 INTERVENTIONS_DIR = RESULTS_DIR / "interventions"
-
-
-def intervention_table(
-    interventions: Sequence[str] = tuple(INTERVENTIONS),
-    tasks: Sequence[str] = ("copy", "reverse"),
-    encodings: Sequence[str] | None = None,
-    seeds: Sequence[int] = range(3),
-    lengths: Sequence[int] = range(1, 49),
-    results_dir: str | Path = RESULTS_DIR,
-    cache_dir: Path | None = ANATOMY_DIR,
-    scaling: dict[str, Any] | None = None,
-):
-    """`failure_anatomy` at each length of every trained run of each intervention (runs without a
-    record are skipped: a partly trained sweep reports what it has), with an `intervention` column.
-    The grid's models ("none") share `failure_table`'s cache; the others have one each. With
-    `scaling` (settings of `SCALINGS`: `scaled_attention`), the models are measured under it, in
-    caches of their own."""
-    scaling = scaling or {}
-    suffix = "".join(f",{k}={v}" for k, v in sorted(scaling.items()))
-
-    def compute(model: DecoderOnlyLM, task: str):
-        with scaled_attention(model, **scaling):
-            return anatomy_rows(model, task, lengths)
-
-    encodings = encoding_names() if encodings is None else encodings
-    parts = []
-    for name in interventions:
-        folder = intervention_dir(name, results_dir)
-        run = functools.partial(intervention_run, name)
-        cache = None
-        if cache_dir is not None:
-            slug = "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
-            plain = "failures.csv" if name == "none" and not scaling else f"interventions/{slug}{suffix}.csv"
-            cache = Path(cache_dir) / plain
-        for t, e, s in itertools.product(tasks, encodings, seeds):
-            if record_path(folder, run(t, e, s)).exists():
-                rows = per_model_table(compute, [t], [e], [s], folder, cache, run)
-                parts.append(rows[rows["n"].isin(list(lengths))].assign(intervention=name))
-    if not parts:
-        raise FileNotFoundError(f"no trained runs of {list(interventions)} in {results_dir}; run the sweep first")
-    return pd.concat(parts, ignore_index=True)
-
-
-def intervention_summary(table, threshold: float = 0.9, train_max: int = 16, at: int = 32):
-    """Per (intervention, task, encoding, seed) of `intervention_table` (`reach_summary`), in %:
-    mean exact match over the training lengths, exact match at n = `at`, and the longest n up to
-    which every length keeps `threshold`; each also with the length given."""
-    keys = ["intervention", "task", "encoding", "seed"]
-    return reach_summary(table, keys, train_max, (at,), None, threshold, ("exact_match", "length_given"))
 
 
 def seed_spread(summary, column: str):
@@ -6145,75 +4959,6 @@ def seed_spread(summary, column: str):
 
 
 ZERO_STEP = 1.5  # plot_interventions draws lines at 0% at every n this many points apart, below 0
-
-
-def plot_interventions(table, path: Path | None = None, train_max: int = 16):
-    """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
-    the intervention's models solid, the length given dashed, the same encodings' grid models
-    dotted; the longest training n dash-dotted, twice that a broad grey line. Lines at 0% at every n
-    would hide one another: each is drawn `ZERO_STEP` points below the last, and the panel names
-    them."""
-    tasks = list(dict.fromkeys(table["task"]))
-    others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
-    fig, axes = plt.subplots(
-        len(others), len(tasks), figsize=(6.5 * len(tasks) + 3.5, 3.9 * len(others)), squeeze=False
-    )
-    mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
-    for row, name in zip(axes, others):
-        for ax, task in zip(row, tasks):
-            encs = list(dict.fromkeys(table[(table["intervention"] == name) & (table["task"] == task)]["encoding"]))
-            zeros: list[str] = []  # the lines at 0% at every n, in the order drawn
-
-            def draw(x, y, what: str, ax: Any = ax, zeros: list[str] = zeros, **style) -> None:
-                y = 100 * np.asarray(y, dtype=float)
-                if np.all(y == 0):
-                    zeros.append(what)
-                    y = y - ZERO_STEP * len(zeros)
-                ax.plot(x, y, **style)
-
-            for enc in encs:
-                g, c = mean.loc[(name, task, enc)], encoding_color(enc)
-                seeds = table[(table["intervention"] == name) & (table["task"] == task) & (table["encoding"] == enc)]
-                k = seeds["seed"].nunique()
-                tag = f"{label(enc)} ({k} seed{'s' * (k > 1)})"
-                draw(g.index, g["exact_match"], f"{label(enc)}, exact match", color=c, lw=2, label=tag)
-                draw(g.index, g["length_given"], f"{label(enc)}, length given", color=c, ls="--", lw=1.4)
-                if ("none", task, enc) in mean.index:
-                    grid = mean.loc[("none", task, enc)]
-                    draw(grid.index, grid["exact_match"], f"{label(enc)}, grid model", color=c, ls=":", lw=1.8)
-            ax.plot([], [], color="gray", ls="--", lw=1.4, label="length given")
-            ax.plot([], [], color="gray", ls=":", lw=1.8, label="grid model (no intervention)")
-            ax.axvline(train_max, color="black", ls="-.", lw=1.2, label=f"longest training n ({train_max})")
-            ax.axvline(2 * train_max, color="0.6", lw=3, alpha=0.6, label=f"twice that ({2 * train_max})")
-            if zeros:
-                ax.text(
-                    0.97,
-                    0.55,
-                    f"0% at every n, drawn {ZERO_STEP:g} points\napart below 0:\n" + "\n".join(zeros),
-                    transform=ax.transAxes,
-                    ha="right",
-                    va="center",
-                    fontsize=FIGURE_TEXT["legend"] - 1,
-                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
-                )
-            bottom = -3 - ZERO_STEP * len(zeros)
-            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)")
-            ax.set_ylim(bottom, 108)
-        handles: dict[str, Any] = {}  # one legend a row, beside it: the row's panels share their encodings
-        for ax in row:
-            handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-        row[-1].legend(
-            handles.values(),
-            handles.keys(),
-            fontsize=FIGURE_TEXT["legend"] - 1,
-            loc="center left",
-            bbox_to_anchor=(1.02, 0.5),
-            handlelength=3,
-        )
-    _readable(fig)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
 
 
 # ---------------------------------------------------------------------------------------------
@@ -6611,15 +5356,6 @@ def scratchpad_addition(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
 SCRATCHPAD_DIR = RESULTS_DIR / "scratchpads"
 
 
-def scratchpad_example(task: str, components: str, n: int, seed: int = 0, options: dict[str, str] | None = None):
-    """One prompt of `task` at size n (the first of `seed`'s draws) and its target with the
-    scratchpad `components` ("none" for the task's own answer), each as its symbols."""
-    t = get_task(task, {**(options or {}), "scratchpad": components})
-    prompt, target = t.sample(n, 1, torch.Generator().manual_seed(seed))
-    text = {name: " ".join(t.decode(row[row != PAD])) for name, row in (("prompt", prompt[0]), ("target", target[0]))}
-    return pd.Series({"task": task, "format": components, "size": n, **text})
-
-
 # Each task's scratchpad runs train on the model and steps of its grid: addition and polynomial
 # evaluation on their chosen model (notebook 07), the other tasks on the study's.
 def scratchpad_run(task: str, components: str, encoding: str = "nope", seed: int = 0, **overrides: Any) -> RunConfig:
@@ -6671,26 +5407,6 @@ def scratchpad_costs(copy_run: float, formats: Mapping[str, Sequence[str]] = SCR
     }
     columns = list(dict.fromkeys(f for fs in formats.values() for f in fs))
     return pd.DataFrame.from_dict(rows, orient="index")[columns]
-
-
-def scratchpad_pilot_table(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
-    """The pilot's runs, in the order tried: format, layers, steps, learning rate, exact match (%)
-    in distribution (the mean over sizes, and pooled as experiment 1 pools it: `_pooled_split`)
-    and at 9, 10, 12 and 16 digits, the final training loss, copy runs, wall time."""
-    rows = []
-    for cfg in scratchpad_pilot():
-        path = record_path(Path(results_dir), cfg)
-        rec = read_record(path) if path.exists() else None
-        em = rec["exact_match"] if rec else {}
-        row = {"format": cfg.task_options["scratchpad"], "layers": cfg.model.n_layers, "steps": cfg.steps, "lr": cfg.lr}
-        row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
-        row["pooled (%)"] = 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0] if rec else float("nan")
-        row |= {f"{n} digits (%)": 100 * em[str(n)] if rec else float("nan") for n in (9, 10, 12, 16)}
-        row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
-        row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
-        row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 # Experiment 2: the other tasks with the step outputs, NoPE and T5, seed 0, each against its grid's
@@ -6894,89 +5610,6 @@ def scratchpad_task_effect(
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
-# Experiment 3: addition, NoPE, seed 0, from the step outputs one component added at a time.
-def scratchpad_format_table(
-    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, learned_bar: float = 0.9
-):
-    """Addition, NoPE, seed 0, per format ("none", "o", then `SCRATCHPAD_COMPONENTS`): whether
-    trained, exact match (%) in distribution and out of it (pooled as in `scratchpad_effect`), the
-    out-of-distribution difference from "o" with its standard error, and whether that difference
-    exceeds two of them (the format matters)."""
-    formats = ["none", "o", *SCRATCHPAD_COMPONENTS]
-    cfgs = {f: scratchpad_run("addition", f) for f in formats}
-    dirs = {f: control_dir if f == "none" else results_dir for f in formats}
-    recs = {f: read_record(p) if (p := record_path(Path(dirs[f]), c)).exists() else None for f, c in cfgs.items()}
-    pooled = {f: _pooled_split(cfgs["o"], r, cfgs[f].eval_per_length) for f, r in recs.items() if r is not None}
-    rows = []
-    for f in formats:
-        row: dict[str, Any] = {"format": f, "trained": f in pooled}
-        if f in pooled:
-            ind, ood, var = pooled[f]
-            row |= {"in distribution (%)": 100 * ind, "OOD (%)": 100 * ood}
-            row["learned"] = ind >= learned_bar
-            if f not in ("o", "none") and "o" in pooled:
-                row["OOD vs o (points)"] = 100 * (ood - pooled["o"][1])
-                row["standard error (points)"] = 100 * math.sqrt(var + pooled["o"][2])
-                row["differs from o"] = abs(row["OOD vs o (points)"]) > 2 * row["standard error (points)"]
-        rows.append(row)
-    columns = ["format", "trained", "in distribution (%)", "OOD (%)", "learned", "OOD vs o (points)"]
-    return (
-        pd.DataFrame(rows).reindex(columns=columns + ["standard error (points)", "differs from o"]).set_index("format")
-    )
-
-
-def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PAPER_ENCODINGS):
-    """The paper's three scratchpad claims, each judged from the tables above it ("holds here",
-    "does not hold here", "not distinguishable here", or "not trained yet"), with the numbers
-    that decide it. `pairs`: `rate_pair_table` rows of one learning rate or more (the first claim
-    is judged on the paper's five encodings by `claim_every_encoding`, each seed once: its
-    compared rates averaged by `compared_by_seed`); `task_effect`: `scratchpad_task_effect`;
-    `formats`: `scratchpad_format_table`, whose one-seed differences are set against how far the
-    learned step-output runs' seeds of one encoding lie apart at one rate."""
-    rows = []
-    # 1. Addition, every encoding: pairs where both arms learned, judged from their seeds.
-    trained = pairs[(pairs["status"] != "not trained yet") & pairs["encoding"].isin(encodings)]
-    if trained.empty:
-        here, why = "not trained yet", "no pair trained"
-    else:
-        here, why = claim_every_encoding(compared_by_seed(pairs), encodings)
-        rates = ", ".join(f"{lr:g}" for lr in pairs["learning rate"].unique())
-        why = f"at lr {rates}, each seed once: " + why.replace("pairs compared", "seeds compared")
-    rows.append({"claim": "a scratchpad helps addition, for every encoding", "here": here, "numbers": why})
-    # 2. Not on the other tasks: only runs learned with and without the scratchpad are ranked.
-    ranked = task_effect[task_effect["verdict"].isin(["helps", "no measurable gain", "hurts"])]
-    helped = ranked[ranked["verdict"] == "helps"]
-    trained = task_effect[task_effect["verdict"] != "not trained yet"]
-    if ranked.empty:
-        here = "not trained yet" if trained.empty else "not distinguishable here"
-    else:
-        here = "does not hold here" if len(helped) else "holds here"
-    name = lambda r: f"{r['task']} {r['format']} {label(r['encoding'])}"  # noqa: E731
-    why = f"{len(trained)} of {len(task_effect)} runs trained, {len(ranked)} learned with and without it (at least 90%)"
-    why += f"; helps: {', '.join(name(r) for _, r in helped.iterrows())}" if len(helped) else "; helps none"
-    rows.append({"claim": "not on the other tasks (seed 0)", "here": here, "numbers": why})
-    # 3. The format matters: one seed per format, set against the spread of seeds of one format.
-    added = formats.drop(index=["none", "o"])
-    compared = added[added["OOD vs o (points)"].notna()]
-    learned = pairs[pairs["status"].isin(["compared", "control not learned"])]
-    by = learned.groupby(["learning rate", "encoding"])
-    spreads = by["OOD with (%)"].agg(lambda v: v.max() - v.min())[by.size() > 1]
-    if compared.empty:
-        here = "not trained yet"
-    elif spreads.empty:
-        here = "not distinguishable here"
-    else:
-        here = (
-            "holds here" if (compared["OOD vs o (points)"].abs() > spreads.max()).any() else "not distinguishable here"
-        )
-    why = "; ".join(f"{f}: {r['OOD vs o (points)']:+.1f} points against o (one seed)" for f, r in compared.iterrows())
-    why = why or f"{len(added)} formats planned, none trained"
-    if len(spreads):
-        why += f"; o's seeds of one encoding (at one rate) lie {spreads.min():.1f}-{spreads.max():.1f} points apart"
-    rows.append({"claim": "its format matters (NoPE, seed 0)", "here": here, "numbers": why})
-    return pd.DataFrame(rows).set_index("claim")
-
-
 # Experiment 1 at both learning rates, judged from its seeds: a pair is compared only where both
 # arms learn addition in distribution (at least 90%); an effect is the spread of the compared
 # pairs' differences over seeds (per encoding), and across encodings an exact sign-flip test over
@@ -7016,28 +5649,6 @@ def pair_status(row: Mapping[str, Any]) -> str:
     return "scratchpad arm not learned" if row["learned without it"] else "neither learned"
 
 
-def rate_pair_table(
-    rates: Sequence[float] | None = None,
-    results_dir: str | Path = SCRATCHPAD_DIR,
-    control_dir: str | Path = RESULTS_DIR,
-    learned_bar: float = 0.9,
-):
-    """One row per pair of experiment 1 at each rate, trained or not: learning rate, the
-    `_effect_row` columns (in distribution and out of it, with and without the step outputs) and
-    the pair's status (`pair_status`, or "not trained yet")."""
-    rows = []
-    for lr in rates or scratchpad_rates():
-        for cfg, control, rec, ctl in rate_pairs(lr, results_dir, control_dir):
-            head = {"learning rate": lr}
-            if rec is None or ctl is None:
-                rows.append(head | {"encoding": cfg.encoding, "seed": cfg.seed, "status": "not trained yet"})
-                continue
-            row = head | _effect_row(cfg, control, rec, ctl, learned_bar)
-            rows.append(row | {"status": pair_status(row)})
-    columns = ["learning rate", *EFFECT_COLUMNS[:-2], "status"]
-    return pd.DataFrame(rows).reindex(columns=columns)
-
-
 def seed_effects(pairs, encodings: Sequence[str] = PAPER_ENCODINGS):
     """Per encoding, from `rate_pair_table` rows of one learning rate: the pairs compared, their
     out-of-distribution differences over seeds (points, with the step outputs minus without:
@@ -7069,34 +5680,6 @@ def compared_by_seed(pairs):
         for (enc, seed), g in got.groupby(["encoding", "seed"], sort=False)
     ]
     return pd.DataFrame(rows, columns=["encoding", "seed", "status", "rates", "OOD difference (points)"])
-
-
-def claim_every_encoding(pairs, encodings: Sequence[str] = PAPER_ENCODINGS, alpha: float = SCRATCHPAD_ALPHA):
-    """The paper's claim that the step outputs help addition for every encoding, judged on the
-    compared pairs of `encodings` at one learning rate (`rate_pair_table` rows): "holds here" where
-    every encoding has a compared pair, each encoding's compared differences are all above 0, and
-    the exact sign-flip test over every compared pair gives p at most `alpha`; "does not hold here"
-    where an encoding's two or more compared pairs are all at or below 0, or the test in the other
-    direction gives p at most `alpha`; else "not distinguishable here". Returns (verdict, numbers)."""
-    compared = pairs[(pairs["status"] == "compared") & pairs["encoding"].isin(encodings)]
-    d = compared["OOD difference (points)"].to_numpy()
-    if not len(d):
-        return "not distinguishable here", "no pair compared"
-    p_up, p_down = sign_flip_p(d), sign_flip_p(-d)
-    per = {e: compared.loc[compared["encoding"] == e, "OOD difference (points)"] for e in encodings}
-    every = all(len(v) and (v > 0).all() for v in per.values())
-    against = [label(e) for e, v in per.items() if len(v) >= 2 and (v <= 0).all()]
-    numbers = (
-        f"{len(d)} pairs compared, {int((d > 0).sum())} above 0; sign-flip p {p_up:.3f} (helps), {p_down:.3f} (hurts)"
-    )
-    numbers += f"; all at or below 0: {', '.join(against)}" if against else ""
-    missing = [label(e) for e, v in per.items() if not len(v)]
-    numbers += f"; no pair compared: {', '.join(missing)}" if missing else ""
-    if every and p_up <= alpha:
-        return "holds here", numbers
-    if against or p_down <= alpha:
-        return "does not hold here", numbers
-    return "not distinguishable here", numbers
 
 
 def rate_loss_curves(
@@ -7156,26 +5739,6 @@ def late_loss_change(curves, pairs, window: int = 2000, falling: float = 0.1, le
     return pd.DataFrame(rows)
 
 
-def plot_rate_curves(curves, path: Path | None = None):
-    """Experiment 1's training losses (`rate_loss_curves`): one panel per arm, one line per
-    learning rate, the median over the runs trained (their number in the legend) and a band from
-    the lowest to the highest run, on a log axis."""
-    arms = ["answer alone", "step outputs"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
-    for ax, arm in zip(axes, arms):
-        for i, (lr, g) in enumerate(curves[curves["arm"] == arm].groupby("learning rate", sort=True)):
-            wide = g.pivot_table(index="step", columns=["encoding", "seed"], values="loss")
-            color = ordinal_color(i)
-            ax.plot(wide.index, wide.median(axis=1), color=color, lw=2, label=f"lr {lr:g} ({wide.shape[1]} runs)")
-            ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=color, alpha=0.15, lw=0)
-        ax.set_yscale("log")
-        ax.set(title=f"{arm}: training loss", xlabel="training step", ylabel="loss per target token (log)")
-        ax.legend(title="median; band: lowest to highest run", fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
 def scratchpad_curves(
     results_dir: str | Path = SCRATCHPAD_DIR,
     control_dir: str | Path = RESULTS_DIR,
@@ -7200,41 +5763,6 @@ def scratchpad_curves(
     return pd.DataFrame(
         rows, columns=["encoding", "seed", "scratchpad", "n", "exact_match", "step_accuracy", "answer_given_steps"]
     )
-
-
-def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path | None = None, train_max: int = 8):
-    """Exact match against digits per encoding, with the step outputs (solid) and without (dashed),
-    the mean of the seeds trained (their number in the legend); `paper_nope`, the paper's NoPE
-    without a scratchpad (its out-of-distribution mean), as a segment over the test sizes."""
-    fig, ax = plt.subplots(figsize=(9, 5.2))
-    if paper_nope is not None:
-        ax.hlines(100 * paper_nope, train_max + 1, 2 * train_max, color=encoding_color("nope"), ls="-.", lw=2)
-        ax.plot([], [], color=encoding_color("nope"), ls="-.", lw=2, label="the paper, NoPE, answer alone (OOD mean)")
-    for enc in encoding_names():
-        for name, style in (("o", "-"), ("none", "--")):
-            g = curves[(curves["encoding"] == enc) & (curves["scratchpad"] == name)]
-            if not len(g):
-                continue
-            m, seeds = g.groupby("n")["exact_match"].mean(), g["seed"].nunique()
-            what = "step outputs" if name == "o" else "answer alone"
-            ax.plot(
-                m.index,
-                100 * m,
-                style,
-                color=encoding_color(enc),
-                lw=1.6,
-                label=f"{label(enc)}, {what} ({seeds} seed{'s' * (seeds > 1)})",
-            )
-    ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
-    ax.set(
-        title="Addition with and without the step outputs: exact match against size",
-        xlabel="digits (the longer operand)",
-    )
-    ax.set(ylabel="exact match (%)", ylim=(-3, 105), xticks=range(1, int(curves["n"].max()) + 1))
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
 
 
 def step_or_answer(curves, sizes: Sequence[int] = range(9, 17), runs: Iterable[tuple[str, int]] | None = None):
@@ -7503,73 +6031,6 @@ def scoring_ood(scoring, cfg: RunConfig, column: str = "ours") -> float:
     sizes = sorted(int(n) for n in mine["n"] if n > cfg.train_max_len)
     em = {str(int(n)): v for n, v in zip(mine["n"], mine[column])}
     return 100 * _pooled(em, sizes, cfg.make_task().size_weights(sizes), cfg.eval_per_length)[0]
-
-
-def other_scoring_verdicts(
-    scoring, scoring_exp1, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR
-):
-    """Experiments 2 and 3's verdicts under three readings of the generations (`OTHER_READINGS`):
-    the records' (ours: up to one token past the longest target), ours with the room
-    `scoring_comparison` gives (twice that), and the paper's parser on those same generations.
-    The same functions (`scratchpad_task_effect`, `scratchpad_format_table`) judge copies of the
-    records whose exact match is each reading's (`other_scoring_table`; experiment 3's reference,
-    the step outputs alone, from experiment 1's `scoring_table`); the controls are read as
-    recorded. One row per trained run; a run a reading makes unranked (not learned) differs.
-    "parser differs" compares the two readings of the same generations, "differs from the
-    records" the paper's reading with ours as recorded."""
-    results_dir = Path(results_dir)
-    reference = scratchpad_run("addition", "o")
-    tasks, formats = {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, (reading, column) in enumerate(OTHER_READINGS.items()):
-            folder = results_dir if column is None else Path(tmp) / str(i)
-            if column is not None:
-                cfgs = [*scratchpad_tasks(), *scratchpad_components()]
-                _records_read_as(scoring, column, cfgs, results_dir, folder, lambda c: c.make_task().key)
-                _records_read_as(scoring_exp1, column, [reference], results_dir, folder, lambda c: c.task)
-            tasks[reading] = scratchpad_task_effect(folder, control_dir).set_index(
-                ["task", "format", "encoding", "seed"]
-            )
-            formats[reading] = scratchpad_format_table(folder, control_dir)
-    recorded = next(iter(OTHER_READINGS))
-    rows = []
-    for (t, f, e, s), v in tasks[recorded]["verdict"].items():
-        if v != "not trained yet":
-            row = {"experiment": 2, "run": f"{t} {f} {label(e)} s{s}"}
-            rows.append(row | {r: tasks[r].loc[(t, f, e, s), "verdict"] for r in OTHER_READINGS})
-    for f in SCRATCHPAD_COMPONENTS:
-        if formats[recorded].loc[f, "trained"]:
-            words = {r: "differs from o" if t.loc[f, "differs from o"] else "same as o" for r, t in formats.items()}
-            rows.append({"experiment": 3, "run": f"addition {f} NoPE s0"} | words)
-    table = pd.DataFrame(rows)
-    ours, room, paper = (table[r] for r in OTHER_READINGS)
-    return table.assign(**{"parser differs": room != paper, "differs from the records": ours != paper})
-
-
-def scoring_verdicts(
-    scoring, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, train_max: int = 8
-):
-    """Per run in `scoring` (`scoring_table`): its out-of-distribution exact match (%) by our
-    scoring and by the paper's parser, pooled as in `scratchpad_effect`, and the verdict "helps" by
-    each against the control (the same rule: more than two standard errors above it), and whether
-    the two verdicts differ."""
-    rows = []
-    for cfg, _, _, ctl in scratchpad_pairs(results_dir, control_dir):
-        mine = scoring[(scoring["encoding"] == cfg.encoding) & (scoring["seed"] == cfg.seed)]
-        if ctl is None or not len(mine):
-            continue
-        sizes = sorted(int(n) for n in mine["n"] if n > train_max)
-        weights, per = cfg.make_task().size_weights(sizes), cfg.eval_per_length
-        q, q_var = _pooled(ctl["exact_match"], sizes, weights, per)
-        row: dict[str, Any] = {"encoding": label(cfg.encoding), "seed": cfg.seed}
-        verdicts = []
-        for name in ("ours", "paper's parser"):
-            p, p_var = _pooled(dict(zip(mine["n"].astype(str), mine[name])), sizes, weights, per)
-            row[f"OOD, {name} (%)"] = 100 * p
-            verdicts.append(bool(p - q > 2 * math.sqrt(p_var + q_var)))
-        row |= {"helps, ours": verdicts[0], "helps, paper's parser": verdicts[1]}
-        rows.append(row | {"verdict differs": verdicts[0] != verdicts[1]})
-    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -7870,88 +6331,6 @@ def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, Run
     return out
 
 
-def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
-    """One row per addition run: its ingredients, exact match (%) in distribution (1-8 digits)
-    and at 9, 12, 16, 32, 64 and 128 digits (256 sums each; NaN where a run was not scored so
-    far), the longest n held at 90% or more at every size up to it, its training loss at the end
-    (the mean over its last `loss_curve` interval), its compute in copy runs and its wall time."""
-    rows = []
-    for stage, cfg, rec in addition_runs(results_dir):
-        em = rec["exact_match"] if rec else {}
-        row = {"stage": stage, "arm": addition_arm(cfg), "encoding": cfg.encoding}
-        row |= {"settings": addition_settings(cfg), "seed": cfg.seed}
-        row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
-        row |= {f"{n} digits (%)": 100 * em.get(str(n), float("nan")) for n in (9, 12, 16, 32, 64, 128)}
-        row["holds to (digits)"] = longest_held(em) if rec else float("nan")
-        row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
-        row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
-        row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def addition_view(rows, costs: bool = False, name_best: bool = True):
-    """Rows of `addition_table` for reading, narrow: each run named in words (with `name_best`,
-    the best configuration's runs as such; an ablation run by what it changes,
-    `ADDITION_ABLATION`; any other by `plain_arm`, its seed if not 0, less the ingredients every
-    row shares, which the index's name states), exact match (%) under one header with the sizes
-    below it, the longest size held and the final loss; `costs` adds compute (copy runs) and wall
-    time (min). Numbers to one decimal, the loss to three. `addition_table` has every column."""
-    best = (addition_arm(addition_run(*ADDITION_BEST)), ADDITION_BEST[1], "")
-    words = {}
-    for what, a, e, kw in ADDITION_ABLATION:
-        cfg = addition_run(a, e, **kw)
-        words[(addition_arm(cfg), e, addition_settings(cfg))] = what
-    shared = set.intersection(*(set(a.split(" + ")) for a in rows["arm"])) if len(rows) else set()
-
-    def name(r) -> str:
-        key = (r["arm"], r["encoding"], r["settings"])
-        if name_best and key == best:
-            return f"the best configuration, seed {r['seed']}"
-        if r["stage"] == "ablation" and key in words:
-            return words[key]
-        rest = " + ".join(p for p in r["arm"].split(" + ") if p not in shared)
-        named = plain_arm(rest, r["encoding"], r["settings"]) if rest else label(r["encoding"])
-        if not rest and r["settings"]:
-            named += f" ({plain_arm('', r['encoding'], r['settings']).split(' (', 1)[1]}"
-        return named + (f", seed {r['seed']}" if r["seed"] else "")
-
-    first = rows["arm"].iloc[0].split(" + ") if len(rows) else []
-    every = ", ".join(ARM_WORDS.get(p, p) for p in first if p in shared)
-    sizes = {"in distribution (%)": "1-8"} | {f"{n} digits (%)": str(n) for n in (9, 12, 16, 32, 64)}
-    header = pd.MultiIndex.from_product([["exact match (%)"], sizes.values()])
-    out = rows[list(sizes)].round(1).set_axis(header, axis=1)
-    out[("holds to", "digits")] = rows["holds to (digits)"]
-    out[("final", "loss")] = rows["final loss"].round(3)
-    if costs:
-        out[("copy", "runs")] = rows["copy runs"].round(1)
-        out[("wall", "min")] = rows["wall (min)"].round(1)
-    index_name = f"run (every one: {every})" if every else "run"
-    return out.set_axis(pd.Index([name(r) for _, r in rows.iterrows()], name=index_name), axis=0)
-
-
-def addition_goal(results_dir: str | Path = ADDITION_DIR):
-    """The goal (`ADDITION_GOAL`) per seed of the best configuration: exact match (%) in
-    distribution, at 16 and at 32 digits, whether each meets its floor, and the longest n held at
-    90% or more (tried to 64)."""
-    rows = []
-    for cfg in addition_study()[:3]:
-        path = record_path(Path(results_dir), cfg)
-        if not path.exists():
-            rows.append({"seed": cfg.seed, "trained": False})
-            continue
-        rec = read_record(path)
-        got = {"in distribution": rec["in_distribution_mean"], "16 digits": rec["exact_match"]["16"]}
-        got["32 digits"] = rec["exact_match"]["32"]
-        row: dict[str, Any] = {"seed": cfg.seed, "trained": True}
-        for name, floor in ADDITION_GOAL.items():
-            row[f"{name} (%)"] = 100 * got[name]
-            row[f"{name} >= {100 * floor:g}%"] = got[name] >= floor
-        row["holds to (digits)"] = longest_held(rec["exact_match"])
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("seed")
-
-
 def addition_curves(results_dir: str | Path = ADDITION_DIR):
     """Long table: stage, arm, encoding, settings, seed, n (digits), exact match (0-1)."""
     rows = []
@@ -7966,19 +6345,6 @@ def addition_curves(results_dir: str | Path = ADDITION_DIR):
 def cited_addition(path: Path | None = None):
     """Later work's addition results at their own scales (results/published/addition_cited.csv)."""
     return pd.read_csv(path or PUBLISHED_DIR / "addition_cited.csv", comment="#").set_index("study")
-
-
-def places_example(cfg: RunConfig, n: int = 3, seed: int = 0):
-    """One sequence of an addition run as the model reads it: each token, its place, and the
-    position after the sequence's random offset (the first of `count` = 1 evaluation draws)."""
-    task = cfg.make_task()
-    batch = evaluation_batch(task, n, 1, seed, cfg.model)
-    keep = batch.tokens[0] != PAD  # a format whose sums vary in length pads the row: drop the padding
-    tokens = task.decode(batch.tokens[0][keep].tolist())
-    frame = {"token": tokens, "position": batch.positions[0][keep].tolist()}
-    if cfg.model.digit_places:
-        frame["place"] = place_layout(task, n, cfg.model)
-    return pd.DataFrame(frame).T
 
 
 def answer_token_accuracy(model: DecoderOnlyLM, task: Task, n: int, count: int = 256, seed: int = 1234):
@@ -8197,16 +6563,6 @@ class StructuredAddition(Addition):
         return self.write(*self.family.draw(n, batch_size, generator))
 
 
-def family_example(family: str, n: int, seed: int = 0) -> str:
-    """One sum of `family` at n digits, written as a reader would: "0 0 0 + 0 0 0 = 0 0 0 0"."""
-    fam = SUM_FAMILIES[family] if family in SUM_FAMILIES else None
-    if fam is None:
-        raise _unknown("sum family", family, SUM_FAMILIES)
-    a, b = (row[0].tolist() for row in fam.draw(n, 1, torch.Generator().manual_seed(seed)))
-    total = str(int("".join(map(str, a))) + int("".join(map(str, b)))).zfill(n + 1)
-    return f"{' '.join(map(str, a))} + {' '.join(map(str, b))} = {' '.join(total)}"
-
-
 FAMILY_DENSE_TO = 64  # families are scored at every size to here, then every 16th
 
 
@@ -8388,46 +6744,6 @@ def column_decisions(
     )
 
 
-def column_error_table(decisions: Mapping[str, Any], by: Sequence[str] = ("kind", "carry in")):
-    """Per kind of column (`by`: columns of `column_decisions`), for each named frame of
-    decisions (e.g. one per seed): the share of its digits wrong (%) and how many digits there
-    are, as one table: rows the kinds, columns (name, "wrong (%)") and (name, "digits")."""
-    parts = {}
-    for name, d in decisions.items():
-        g = d.groupby(list(by))["right"]
-        parts[name] = pd.DataFrame({"wrong (%)": 100 * (1 - g.mean()), "digits": g.size()})
-    return pd.concat(parts, axis=1)
-
-
-def plot_column_errors(tables: Mapping[str, Any], path: Path | None = None):
-    """One panel per kind of draw (`tables`: name -> `column_error_table` over seeds), bars of the
-    share of digits wrong (%) per kind of column and carry in, one bar per seed (the palette's
-    colours no encoding takes), on a log axis; a seed with no digit wrong is a cross at the floor."""
-    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.8), sharey=True, squeeze=False)
-    floor = 0.01
-    for ax, (name, table) in zip(axes[0], tables.items()):
-        wrong = table.xs("wrong (%)", axis=1, level=1)
-        x = np.arange(len(wrong))
-        width = 0.8 / wrong.shape[1]
-        for i, seed in enumerate(wrong.columns):
-            at = x + (i - (wrong.shape[1] - 1) / 2) * width
-            some = wrong[seed].to_numpy() > 0
-            ax.bar(at[some], wrong[seed].to_numpy()[some], width, label=seed, color=ordinal_color(i))
-            ax.plot(at[~some], np.full((~some).sum(), floor), "x", color=ordinal_color(i), ms=5)
-        ax.set_xticks(x, [f"{kind}, carry in {c}" for kind, c in wrong.index], rotation=30, ha="right", fontsize=8)
-        ax.set_yscale("log")
-        ax.set_ylim(floor / 2, 100)
-        ax.set(title=f"{name}: digits wrong by kind of column", xlabel="the column's kind and its carry in")
-    axes[0][0].set_ylabel("digits wrong (%, log scale)")
-    seeds = list(tables.values())[0].xs("wrong (%)", axis=1, level=1).columns
-    handles = [Patch(facecolor=ordinal_color(i), label=s) for i, s in enumerate(seeds)]
-    handles.append(Line2D([], [], marker="x", ls="", color="black", label="that seed: none wrong"))
-    axes[0][-1].legend(handles=handles, fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
 # The best configuration was scored on random sums; on the families above it fails (notebook 11),
 # and the pilot below looks for a configuration right on every one, trained as before (1-8
 # digits) and scored to 128 digits, so with P = 160 places (a 128-digit sum reaches place 131).
@@ -8521,6 +6837,1818 @@ def family_scores(rec: dict[str, Any], families: Sequence[str] = TEN_FAMILIES) -
         raise ValueError(f"{rec['name']} has no scores for {', '.join(missing)}; add them with add_families")
     scores = {"random": rec["exact_match"], **{f: rec["families"][f] for f in families}}
     return {family: {int(n): v for n, v in em.items()} for family, em in scores.items()}
+
+
+def ten_task_addition_curves(results_dir: str | Path = RESULTS_DIR):
+    """Exact match against digits for the ten-task grid's addition runs (the paper's format, deep
+    shape) that have landed: encoding, seed, n, exact_match."""
+    chosen = experiment("addition-deep")
+    records, _ = load_available(chosen.runs(), chosen.results_dir(results_dir))
+    return exact_match_frame(records)[["encoding", "seed", "n", "exact_match"]]
+
+
+ARM_WORDS = {"lsd": "answer reversed", "msd": "answer in order", "places": "digit places"}
+ADDITION_SETTING_WORDS = {
+    "lr 0.003": "learning rate 3e-3",
+    "bidirectional (16 buckets, far from 6)": "bidirectional buckets",
+    "symmetric": "symmetric bias",
+    "table init std 1": "table started at std 1",
+    "batch_size 256": "batch 256",
+    "d_model 128": "d 128",
+    "steps 10000": "10,000 steps",
+    "P 160": "160 places",
+    "trained with operands=runs": "half the training operands in runs",
+}
+
+
+def plain_arm(arm: str, encoding: str, settings: str = "") -> str:
+    """An addition arm's legend entry in plain words: "lsd + places + window 2", RoPE -> "RoPE:
+    answer reversed, digit places, window of 2"; changed settings in brackets."""
+    words = [ARM_WORDS.get(p, p.replace("window ", "window of ")) for p in arm.split(" + ")]
+    for name, plain in ADDITION_SETTING_WORDS.items():
+        settings = settings.replace(name, plain)
+    return f"{label(encoding)}: {', '.join(words)}" + (f" ({settings})" if settings else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# 17. The experiments: every named set of runs the study trained, and the notebook that reads it
+# ---------------------------------------------------------------------------------------------
+# One row per experiment: its name (`sweep --grid NAME`), the function of the sections above that
+# builds its runs, the folder under results/ its records go to, and its notebook. The chapters hold
+# the mechanisms and the functions that name each run; this table is what was run.
+# `python -m lengen_helpers experiments` prints it with every set's runs, models, steps and records.
+def under_results(path: Path) -> str:
+    """A chapter's results folder as an experiment names it: relative to `RESULTS_DIR`."""
+    return path.relative_to(RESULTS_DIR).as_posix()
+
+
+STUDY_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str, str]] = [
+    ("main", grid, ".", "03_train_the_grid"),
+    ("sinusoidal-ablation", sinusoidal_ablation, under_results(ABLATION_DIR), "04_evaluate_lengths"),
+    ("paper-tasks", paper_tasks_runs, ".", "07_paper_tasks"),
+    *[
+        (task, functools.partial(paper_split_runs, task), ".", "07_paper_tasks")
+        for task in (*PAPER_TASKS, "scan", "pcfg")
+    ],
+    *[
+        (f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".", "07_paper_tasks")
+        for task, steps in LONGER_STEPS.items()
+    ],
+    ("ten-task-pilot", ten_task_pilot, "pilots", "07_paper_tasks"),
+    *[
+        (f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".", "07_paper_tasks")
+        for task, (shape, _) in CHOSEN_SHAPES.items()
+    ],
+    *[(f"{task}-pilot", functools.partial(second_pilot, task), "pilots", "07_paper_tasks") for task in SECOND_PILOT],
+    ("pcfg-deep", pcfg_deep_runs, ".", "07_paper_tasks"),
+    ("lego-width", lego_width, "pilots", "07_paper_tasks"),
+    ("cliff", cliff_interventions, under_results(INTERVENTIONS_DIR), "09_what_moves_the_cliff"),
+    ("scratchpad-pilot", scratchpad_pilot, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-addition", scratchpad_addition, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-tasks", scratchpad_tasks, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-components", scratchpad_components, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("addition-pilot", addition_pilot, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+    ("addition-places", addition_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+    ("addition-structured", structured_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+    ("addition-exact", exactness_tries, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+]
+for row in STUDY_EXPERIMENTS:
+    register_experiment(*row)
+
+
+# =============================================================================================
+# Tables, figures and verdicts: what the notebooks show, one section per chapter, in the
+# chapters' order. Everything here reads what the mechanisms above compute or what the
+# records hold; nothing above calls it.
+# =============================================================================================
+
+
+# ---------------------------------------------------------------------------------------------
+# 18. Verification: the checks' table and the encodings' picture (notebooks 01 and 02)
+# ---------------------------------------------------------------------------------------------
+
+
+def checks_table(checks: Sequence[Check]):
+    return pd.DataFrame([c.row() for c in checks]).set_index("check")
+
+
+def plot_encodings(path: Path | None = None):
+    """One picture per encoding family: sinusoidal table, RoPE, ALiBi bias, T5 buckets."""
+    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
+    im = ax[0, 0].imshow(sinusoidal_table(torch.arange(99), 64).T, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
+    ax[0, 0].set(title="Sinusoidal: table added to the embeddings", xlabel="position", ylabel="dimension")
+    fig.colorbar(im, ax=ax[0, 0], label="value")
+    q = torch.ones(1, 1, 1, 16)
+    distance = torch.arange(0, 99)
+    for frac, style in [(1.0, "-"), (0.25, "--")]:
+        rot = Rotary(ModelConfig(encoding="rope", rope_fraction=frac))
+        scores = [
+            (rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16
+            for d in distance
+        ]
+        ax[0, 1].plot(distance, scores, style, color=encoding_color("rope"), label=f"RoPE, rotating {frac:.0%} of dims")
+    ax[0, 1].set(
+        title="RoPE: score of q = k = 1 against distance",
+        xlabel="query - key distance",
+        ylabel="q.k / dh after rotation",
+    )
+    ax[0, 1].legend()
+    alibi = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(20), torch.arange(20))[0]
+    masked = alibi.masked_fill(~causal_mask(20), float("nan"))
+    im = ax[1, 0].imshow(masked[0], cmap="viridis")
+    ax[1, 0].set(
+        title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
+        xlabel="key position",
+        ylabel="query position",
+    )
+    for axis in (ax[1, 0].xaxis, ax[1, 0].yaxis):  # positions are integers
+        axis.set_major_locator(MaxNLocator(integer=True))
+    fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
+    d = torch.arange(0, 200)
+    ax[1, 1].plot(d, t5_bucket(d), color=encoding_color("t5"), label="T5 bias: 32 buckets, max distance 128")
+    ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
+    ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
+    ax[1, 1].set(
+        title="T5: distance -> bucket (a learned bias per bucket, head)", xlabel="query - key distance", ylabel="bucket"
+    )
+    ax[1, 1].legend()
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 19. The grid: tables, figures and claims (notebooks 03 and 04)
+# ---------------------------------------------------------------------------------------------
+
+
+def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
+    """The baseline's table: mean ± population std over seeds, per task and encoding."""
+    runs = per_run_metrics(df, train_max, at)
+    cols = [c for c in runs.columns if c not in ("task", "encoding", "seed")]
+    out = []
+    for (task, enc), g in runs.groupby(["task", "encoding"], sort=False):
+        row = {"task": task, "encoding": label(enc), "seeds": len(g)}
+        for c in cols:
+            row[c] = f"{g[c].mean():.1f} ± {g[c].std(ddof=0):.1f}"
+        out.append(row)
+    return pd.DataFrame(out).set_index(["task", "encoding"])
+
+
+def plot_by_length(
+    table,
+    value: str,
+    ylabel: str,
+    title: str,
+    path: Path | None = None,
+    train_max: int | dict[str, int] = 16,
+    scale: float = 1.0,
+    band: bool = True,
+    line_label: Callable[[str], str] | None = None,
+    ylim: tuple[float, float] | None = None,
+    colors: dict[str, str] | None = None,
+    styles: dict[str, str] | None = None,
+    xlabel: str | dict[str, str] = "input length n (symbols)",
+    titles: dict[str, str] | None = None,
+    notes: dict[str, str] | None = None,
+    baselines: dict[str, Any] | None = None,
+    baseline_label: str = "baseline",
+    shared_legend: bool = False,
+    xlim: tuple[float, float] | None = None,
+):
+    """One panel per task (three to a row), one line per encoding against n: the mean over seeds
+    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked
+    (`train_max`: one for every panel, or one per task). Optional: a panel title per task
+    (`titles`, else the task's key), an x label for every panel or one per task (`xlabel`, a
+    task missing from the dict gets "size n"), a note written in a panel (`notes`), a baseline per task
+    (`baselines`: a Series n -> value, drawn grey), and one legend for the figure instead of one
+    per panel (`shared_legend`: every panel then shows the same encodings; it fills the first
+    empty panel where the grid has one, else sits below); `xlim` zooms every
+    panel to a range of n, with a tick at each integer."""
+    tasks = list(dict.fromkeys(table["task"]))
+    cols = min(3, len(tasks))
+    rows = math.ceil(len(tasks) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), sharey=True, squeeze=False)
+    spare = list(axes.flat[len(tasks) :])
+    for ax in spare[1 if shared_legend else 0 :]:
+        ax.remove()
+    handles: dict[str, Any] = {}
+    for ax, task in zip(axes.flat, tasks):
+        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
+            stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
+            k = g["seed"].nunique()
+            name = line_label(enc) if line_label else f"{label(enc)} ({k} seed{'s' if k != 1 else ''})"
+            ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
+            color = (colors or {}).get(enc) or encoding_color(enc)
+            ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
+            if band:
+                ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
+        top = train_max[task] if isinstance(train_max, dict) else train_max
+        each = shared_legend and isinstance(train_max, dict)  # one legend, a size per panel
+        where = "longest training size (each panel's)" if each else f"longest training n = {top}"
+        ax.axvline(top, color="black", ls=":", lw=1, label=where)
+        if baselines is not None and task in baselines:
+            base = baselines[task] * scale
+            ax.plot(base.index, base.to_numpy(), color="gray", ls="-.", lw=1.2, label=baseline_label)
+        if notes is not None and task in notes:
+            box = dict(boxstyle="round", facecolor="white", edgecolor="gray", alpha=0.9)
+            ax.text(0.97, 0.95, notes[task], transform=ax.transAxes, ha="right", va="top", fontsize=9, bbox=box)
+        xl = xlabel.get(task, "size n") if isinstance(xlabel, dict) else xlabel
+        ax.set(title=f"{(titles or {}).get(task, task)}: {title}", xlabel=xl, ylabel=ylabel)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        if xlim is not None:
+            ax.set_xlim(*xlim)
+            ax.set_xticks(range(math.ceil(xlim[0]), math.floor(xlim[1]) + 1))
+        if shared_legend:
+            handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+        else:
+            ax.legend(fontsize=8)
+    if shared_legend and spare:  # the legend takes the first empty panel
+        spare[0].axis("off")
+        spare[0].legend(handles.values(), handles.keys(), loc="center", fontsize=11, frameon=False)
+        fig.tight_layout()
+    elif shared_legend:
+        ncol = min(4, len(handles))
+        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=10)
+        legend_rows = math.ceil(len(handles) / ncol)  # about 0.27 inch a row, below the x labels
+        fig.tight_layout(rect=(0, (0.15 + 0.27 * legend_rows) / fig.get_figheight(), 1, 1))
+    else:
+        fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16, xlim: tuple[float, float] | None = None):
+    """Exact match against n (mean over seeds; band = min to max); `xlim`: a range of n, closer."""
+    return plot_by_length(
+        df,
+        "exact_match",
+        "exact match (%, band = min-max over seeds)",
+        "exact match against length" + (f", n = {xlim[0]:g}-{xlim[1]:g}" if xlim else ""),
+        path,
+        train_max,
+        scale=100.0,
+        ylim=(-2, 102),
+        xlim=xlim,
+    )
+
+
+def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
+    """Training loss against step, one panel per task, per encoding the median over seeds (which
+    one failed run does not pull) and their min-max band (log scale). One legend for both panels,
+    below them where it hides no curve; the number of seeds is said once, in its title, when every
+    encoding has the same (else in each entry)."""
+    tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.6), sharey=True, squeeze=False)
+    handles: dict[str, Any] = {}
+    counts: dict[str, set[int]] = {}  # encoding -> its numbers of seeds over the panels
+    for ax, task in zip(axes[0], tasks):
+        by_enc: dict[str, list] = {}
+        for r in records:
+            if r["config"]["task"] == task:
+                by_enc.setdefault(r["config"]["model"]["encoding"], []).append(r["loss_curve"])
+        for enc, curves in by_enc.items():
+            every = curves[0]["every"]
+            losses = np.array([c["mean_loss"] for c in curves])
+            steps = np.arange(losses.shape[1]) * every + every
+            color = encoding_color(enc)
+            (line,) = ax.plot(steps, np.median(losses, axis=0), color=color)
+            ax.fill_between(steps, losses.min(axis=0), losses.max(axis=0), color=color, alpha=0.12, lw=0)
+            handles.setdefault(enc, line)
+            counts.setdefault(enc, set()).add(len(curves))
+        ax.set(title=f"{task}: training loss", xlabel="step")
+        ax.set(ylabel="cross-entropy on targets (nats)", yscale="log")
+    every_k = set().union(*counts.values()) if counts else set()
+    if len(every_k) == 1:  # the same number of seeds everywhere: said once
+        names, seeds = [label(e) for e in handles], f"the median of {every_k.pop()} seeds"
+    else:
+        seeds = "the median of the seeds"
+        names = [f"{label(e)} ({'/'.join(map(str, sorted(counts[e])))} seeds)" for e in handles]
+    fig.legend(
+        list(handles.values()),
+        names,
+        loc="lower center",
+        ncol=len(handles),
+        fontsize=9,
+        title=f"line: {seeds}; band: their min to max",
+        title_fontsize=9,
+    )
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))  # the legend, two rows, below
+    save_figure(fig, path)
+    return fig
+
+
+def with_blanks(table, blank: str = "—", decimals: int | None = None):
+    """`table` for reading: a cell with nothing to show (NaN: no such pair, size or figure) prints
+    as `blank` instead of NaN. A float column is written with `decimals` decimals, or (None) with
+    the most any of its cells needs (round the table first), one number for the whole column as a
+    float column prints (1.00 beside 0.91, not 1.0)."""
+
+    def needed(x: float) -> int:
+        text = repr(float(x))
+        return 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
+
+    out = table.astype(object).where(table.notna(), blank)
+    for j, (_, col) in enumerate(table.items()):
+        if pd.api.types.is_float_dtype(col) and col.notna().any():
+            d = decimals if decimals is not None else max(1, min(6, max(needed(v) for v in col.dropna())))
+            out.iloc[:, j] = [blank if pd.isna(v) else f"{v:.{d}f}" for v in col]
+    return out
+
+
+def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):
+    """Per column of `units`: the mean, its 95% bootstrap interval, and how often it is the best."""
+    boot = bootstrap_means(units, n_boot, seed)
+    best = (boot if higher_is_better else -boot).argmax(axis=1)
+    out = pd.DataFrame(
+        {
+            "mean": np.asarray(units, dtype=float).mean(0),
+            "95% low": np.percentile(boot, 2.5, axis=0),
+            "95% high": np.percentile(boot, 97.5, axis=0),
+            "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot),
+        },
+        index=list(units.columns),
+    )
+    return out.sort_values("mean", ascending=not higher_is_better)
+
+
+def ranking_claims(
+    units_by_scheme: dict[str, Any],
+    n_boot: int = 10000,
+    seed: int = 0,
+    higher_is_better: bool = True,
+    threshold: float = CLAIM_THRESHOLD,
+) -> list[str]:
+    """Each neighbouring pair in the order of the means, with the probability under each bootstrap
+    scheme (name -> its units, same columns) that the first is ahead. "A > B" only where every
+    scheme gives at least `threshold`; else "A ~ B: not distinguishable here"."""
+    first_units = next(iter(units_by_scheme.values()))
+    names = list(first_units.columns)
+    means = np.asarray(first_units, dtype=float).mean(0)
+    order = np.argsort(-means if higher_is_better else means, kind="stable")
+    probs = {
+        k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
+        for k, u in units_by_scheme.items()
+    }
+    out = []
+    for a, b in zip(order[:-1], order[1:]):
+        first, second = label(names[a]), label(names[b])
+        shown = ", ".join(f"{k} {p[a, b]:.0%}" for k, p in probs.items())
+        sure = min(p[a, b] for p in probs.values()) >= threshold
+        out.append(
+            f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})"
+        )
+    return out
+
+
+def plot_mrr(
+    units,
+    paper: dict[str, float] | None = None,
+    title: str = "",
+    path: Path | None = None,
+    summary=None,
+    resampled: str = "",
+    paper_label: str = "the paper's own runs",
+    ylabel: str = "mean reciprocal rank",
+):
+    """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
+    `mrr_units`, resampled as rows; or a ready `summary` with mean and interval columns, such as
+    `hierarchical_summary`'s, and what it `resampled`), and the paper's figure for each encoding
+    it reports as a marker (`paper_label` in the legend). Title lines longer than 72 characters
+    wrap to fit the figure."""
+    summary = bootstrap_summary(units) if summary is None else summary
+    resampled = resampled or f"{len(units)} bootstrap units"
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    x = np.arange(len(summary))
+    err = [summary["mean"] - summary["95% low"], summary["95% high"] - summary["mean"]]
+    ax.bar(
+        x,
+        summary["mean"],
+        yerr=err,
+        capsize=4,
+        color=[encoding_color(e) for e in summary.index],
+    )
+    # the bars are named by their ticks; the legend names the marks drawn on them
+    whisker = Line2D([], [], color="black", marker="_", markersize=10, linestyle="-", linewidth=1)
+    handles, labels = [whisker], [f"ours: the bar, whiskers its 95% interval ({resampled})"]
+    if paper:
+        known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
+        ax.scatter([i for i, _ in known], [v for _, v in known], color="black", marker="D", zorder=3)
+        handles, labels = [ax.collections[-1], *handles], [paper_label, *labels]
+    ax.set_xticks(x, [label(e) for e in summary.index])
+    title = title or "Mean reciprocal rank over (task, seed) columns"
+    ax.set(
+        title="\n".join(textwrap.fill(line, 72) for line in title.split("\n")),  # a long list of tasks wraps
+        ylabel=ylabel,
+        xlabel="positional encoding",
+        ylim=(0, 1.05),
+    )
+    ax.legend(handles, labels, fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline.csv"):
+    """Our means beside the baseline's for the encodings it shares (exact match, %)."""
+    base = pd.read_csv(path, comment="#")
+    ours = per_run_metrics(df).groupby(["task", "encoding"]).mean(numeric_only=True)
+    rows = []
+    for _, b in base.iterrows():
+        o = ours.loc[(b["task"], b["encoding"])]
+        for col, key in [("n = 1-16", "1_16"), ("n = 17", "17"), ("n = 18", "18"), ("n = 20", "20")]:
+            rows.append(
+                {
+                    "task": b["task"],
+                    "encoding": label(b["encoding"]),
+                    "metric": col,
+                    "baseline (3 seeds)": b[f"mean_{key}"],
+                    "ours": round(o[col], 1),
+                }
+            )
+        rows.append(
+            {
+                "task": b["task"],
+                "encoding": label(b["encoding"]),
+                "metric": "longest n >= 90%",
+                "baseline (3 seeds)": b["longest_90"],
+                "ours": round(o["longest n >= 90%"], 1),
+            }
+        )
+    return pd.DataFrame(rows).pivot_table(
+        index=["task", "encoding"], columns="metric", values=["baseline (3 seeds)", "ours"], sort=False
+    )
+
+
+def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path = PUBLISHED_DIR / "paper.json"):
+    """Ours beside the paper: mean reciprocal rank and mean exact match over the test lengths
+    (the paper tests L+1..2L; here 17..32), for the encodings the paper reports."""
+    paper = json.loads(Path(path).read_text())
+    mrr = mean_reciprocal_rank(df[df["encoding"].isin(list(paper["mean_reciprocal_rank_no_scratchpad"]))], test_lengths)
+    test = df[df["n"].isin(list(test_lengths))].groupby(["task", "encoding"])["exact_match"].mean()
+    rows = []
+    for enc, paper_mrr in paper["mean_reciprocal_rank_no_scratchpad"].items():
+        row = {
+            "encoding": label(enc),
+            "MRR, paper (10 tasks)": paper_mrr,
+            "MRR, ours (copy, reverse)": round(mrr[enc], 3),
+        }
+        for task, vals in paper["ood_exact_match_mean_of_3_seeds"].items():
+            row[f"{task} test EM, paper"] = vals[enc]
+            row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("encoding")
+
+
+def plot_settings_with_baseline(
+    frame,
+    encoding: str,
+    path: Path | None = None,
+    train_max: int = 16,
+    baseline: Path = PUBLISHED_DIR / "baseline.csv",
+):
+    """Exact match against n per setting (`settings_frame`), with the baseline's means for
+    `encoding` as black markers at the lengths it reports."""
+    fig = plot_by_length(
+        frame,
+        "exact_match",
+        "exact match (%, band = min-max over seeds)",
+        f"{label(encoding)}, exact match by setting",
+        None,
+        train_max,
+        scale=100.0,
+        ylim=(-2, 102),
+        line_label=lambda s: (
+            f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)"
+        ),
+        colors=dict.fromkeys(frame["encoding"], encoding_color(encoding)),  # one encoding: its colour
+        styles={s: ("-", "--", ":", "-.")[i % 4] for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
+    )
+    base = pd.read_csv(baseline, comment="#")
+    for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
+        row = base[(base["task"] == task) & (base["encoding"] == encoding)].iloc[0]
+        ns = [16, 17, 18, 20, 24]
+        ax.errorbar(
+            ns,
+            [row[f"mean_{n}"] for n in ns],
+            yerr=[row[f"std_{n}"] for n in ns],
+            fmt="ko",
+            ms=4,
+            capsize=3,
+            label=f"the baseline ({int(row['seeds'])} seeds, mean ± std)",
+        )
+        ax.set_xlim(0, 30)
+        ax.get_legend().remove()
+    # A setting whose curve lies on another's (padded batches on the grid's settings) stays
+    # visible: every setting after the first is marked at each n as well, in hollow markers.
+    settings = list(dict.fromkeys(frame["encoding"]))
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            for i, s in enumerate(settings[1:], start=1):
+                if line.get_label().startswith(f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ("):
+                    line.set(marker=("o", "s", "^", "D")[(i - 1) % 4], ms=5, mfc="none", mew=1, zorder=3 + i)
+    handles: dict[str, Any] = {}  # one legend below both panels, where it covers no curve
+    for ax in fig.axes:
+        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=math.ceil(len(handles) / 2), fontsize=9)
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
+    save_figure(fig, path)
+    return fig
+
+
+def throughput_table(records: Sequence[dict[str, Any]]):
+    """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
+    rows = [
+        {
+            "encoding": label(r["config"]["model"]["encoding"]),
+            "train time (s)": r["train_time_s"],
+            "eval time (s)": r["eval_time_s"],
+            "steps / s": r["steps_per_s"],
+            "tokens / s": r["train_tokens_per_s"],
+        }
+        for r in records
+    ]
+    return pd.DataFrame(rows).groupby("encoding", sort=False).mean().round(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 20. Attention: pictures and the explorer (notebook 05)
+# ---------------------------------------------------------------------------------------------
+
+
+def draw_attention(
+    run: RunConfig,
+    layer: int,
+    head: int,
+    n: int,
+    example: int = 0,
+    ax=None,
+    results_dir: str | Path = RESULTS_DIR,
+    name: str | None = None,
+    colorbar: bool | None = None,
+) -> dict[str, Any]:
+    """Heatmap of one head of `run`'s model (its weights in `results_dir`) on one gold sequence
+    (output steps x all positions), on-target cells ringed, with a colour bar of the weights
+    (`colorbar`; by default where it draws its own figure); the title names the model by `name`
+    (default: its encoding). Returns what was drawn, including the model's greedy output against
+    the target, as token ids and as the task's symbols."""
+    model, task = load_run_model(run, results_dir), run.task
+    c = model.config
+    for what, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
+            valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
+            raise ValueError(f"{what}={value!r} is out of range; valid: {valid}")
+    scored = max(64, example + 1)  # sequences the on-target score averages over
+    batch = inspection_batch(task, n, scored, config=c)
+    head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
+    q, k = answer_sources(task, n)
+    rows = head_maps[example, q].numpy()
+    score = float(head_maps[:, q, k].mean())
+    sep = int(q[0])  # the query that predicts y_1 is SEP
+    own = _uncached_only(c)
+    prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
+    generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
+    target = batch.tokens[example, sep + 1 :]
+    colorbar = ax is None if colorbar is None else colorbar
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.8, 4))
+    image = ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="attention weight")
+    ax.scatter(
+        k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
+    )
+    ax.axvline(sep, color="white", lw=0.8, ls=":", label="SEP (the prompt ends)")
+    ax.legend(fontsize=9, loc="upper right", facecolor="0.2", edgecolor="0.6", labelcolor="white", markerscale=1.6)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
+    ax.set(
+        title=f"{name or label(run.encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
+        xlabel="key position (BOS, prompt, SEP, answer)",
+        ylabel="answer step i (predicting y_i)",
+    )
+    return {
+        "attention": rows,
+        "on_target": score,
+        "scored_over": scored,
+        "generated": generated.tolist(),
+        "target": target.tolist(),
+        "generated symbols": " ".join(run.make_task().decode(generated.tolist())),
+        "target symbols": " ".join(run.make_task().decode(target.tolist())),
+        "correct": bool(torch.equal(generated, target)),
+        "ax": ax,
+    }
+
+
+def plot_pointer_heads(
+    task: str,
+    encodings: Sequence[str] | None = None,
+    lengths: Sequence[int] = (16, 32),
+    path: Path | None = None,
+    results_dir: str | Path = RESULTS_DIR,
+):
+    """For each encoding's seed-0 model, its pointer head (chosen at n = 16) at each length."""
+    encodings = encoding_names() if encodings is None else encodings
+    fig, axes = plt.subplots(
+        len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False
+    )
+    for row, enc in zip(axes, encodings):
+        layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
+        for ax, n in zip(row, lengths):
+            last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
+            drawn = draw_attention(
+                make_run(task, enc, 0), layer, head, n, ax=ax, results_dir=results_dir, colorbar=last
+            )
+    lines = [
+        f"{task}: each seed-0 model's pointer head (the head that attends most to the symbol it must output next,"
+        f" chosen at n = 16), at {' and '.join(f'n = {n}' for n in lengths)}.",
+        "Each heatmap: one sequence. 'On-target' in its title: the head's mean attention weight on the ringed"
+        f" cells (where y_i is), over {drawn['scored_over']} sequences.",
+    ]
+    wrapped = [textwrap.fill(line, width=int(11 * fig.get_figwidth())) for line in lines]
+    fig.suptitle("\n".join(wrapped), fontsize=11)
+    rows_of_text = sum(w.count("\n") + 1 for w in wrapped)
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.1 + 0.16 * rows_of_text) / fig.get_figheight()))
+    save_figure(fig, path, dpi=100)
+    return fig
+
+
+def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
+    """The pointer head's on-target score against length (mean over seeds; band = min to max)."""
+    return plot_by_length(
+        table,
+        "on_target",
+        "mean attention on the right source",
+        "pointer head on target",
+        path,
+        train_max,
+        ylim=(-0.02, 1.02),
+    )
+
+
+class AttentionExplorer:
+    """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
+    the heatmap through `draw_attention` and shows greedy output against target. It opens on the
+    pointer head of the chosen model and length (notebook 05's definition: the head with the most
+    attention on the right source), and the "pointer head" button jumps there after a change."""
+
+    def __init__(
+        self,
+        seeds: Sequence[int] = range(5),
+        results_dir: str | Path = RESULTS_DIR,
+        task: str = "reverse",
+        encoding: str = "nope",
+        n: int = 16,
+    ):
+        import ipywidgets as w
+
+        self.results_dir = results_dir
+        cfg = ModelConfig()
+        self.controls = {
+            "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
+            "encoding": w.Dropdown(
+                options=[(label(e), e) for e in encoding_names()], value=encoding, description="encoding"
+            ),
+            "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
+            "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
+            "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
+            "n": w.IntSlider(value=n, min=1, max=48, description="length n"),
+            "example": w.IntSlider(value=0, min=0, max=63, description="example"),
+        }
+        self.jump = w.Button(description="pointer head", tooltip="jump to the pointer head at this length")
+        self.jump.on_click(lambda _button: self.to_pointer_head())
+        # the heatmap as a PNG in an Image widget and the text under it: each redraw replaces both
+        # values at once (an Output widget cleared and refilled from a callback can lose the figure)
+        self.image = w.Image(format="png", layout=w.Layout(width="630px"))
+        self.caption = w.HTML()
+        controls = list(self.controls.values())
+        self.widget = w.VBox([w.HBox([*controls[:3], self.jump]), w.HBox(controls[3:]), self.image, self.caption])
+        self.widget.add_class("lengen-explorer")
+        self.last: dict[str, Any] = {}
+        self._quiet = True  # no redraw while the pointer head is being set
+        self.to_pointer_head()
+        for c in self.controls.values():
+            c.observe(lambda _change: None if self._quiet else self.redraw(), names="value")
+
+    @staticmethod
+    def trained_tasks(seeds: Sequence[int], results_dir: str | Path, task: str) -> list[str]:
+        """The inspectable tasks with a trained grid model of the first seed (and `task`): a task
+        such as copy_hints has a source per answer token but no grid models to show."""
+
+        def trained(t: str, e: str) -> bool:
+            try:
+                return weights_path(Path(results_dir), make_run(t, e, seeds[0])).exists()
+            except ValueError:  # no grid run of this task and encoding can be made (too few learned rows)
+                return False
+
+        return [t for t in inspectable_tasks() if t == task or any(trained(t, e) for e in encoding_names())]
+
+    def values(self) -> dict[str, Any]:
+        return {k: c.value for k, c in self.controls.items()}
+
+    def to_pointer_head(self) -> None:
+        """Set layer and head to the pointer head of the chosen model at the chosen length, and redraw."""
+        v = self.values()
+        model = load_model(v["task"], v["encoding"], v["seed"], self.results_dir)
+        layer, head, _ = pointer_head(model, v["task"], v["n"])
+        self._quiet = True
+        self.controls["layer"].value, self.controls["head"].value = layer, head
+        self._quiet = False
+        self.redraw()
+
+    def redraw(self) -> None:
+        import html
+        import io
+
+        from matplotlib.figure import Figure
+
+        v = self.values()
+        fig = Figure(figsize=(7, 4.5))  # not pyplot's: nothing is shown or kept open by accident
+        ax = fig.add_subplot()
+        run = make_run(v["task"], v["encoding"], v["seed"])
+        drawn = draw_attention(run, v["layer"], v["head"], v["n"], v["example"], ax=ax, results_dir=self.results_dir)
+        fig.tight_layout()
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=90)
+        verdict = "right" if drawn["correct"] else "wrong"
+        target, generated = drawn["target symbols"], drawn["generated symbols"]
+        text = f"{ax.get_title()}\ntarget    {target}\ngenerated {generated}  ({verdict})"
+        self.image.value, self.caption.value = png.getvalue(), f"<pre>{html.escape(text)}</pre>"
+        self.last = {**v, **drawn, "title": ax.get_title()}
+
+
+def plot_jsd(table, path: Path | None = None, train_max: int = 16):
+    """Each encoding's JSD to NoPE against length (mean over seeds and examples)."""
+    floor = lambda enc: "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)  # noqa: E731
+    return plot_by_length(
+        table,
+        "jsd",
+        "JSD to NoPE (bits; min over head pairs)",
+        "attention distance to NoPE",
+        path,
+        train_max,
+        band=False,
+        line_label=floor,
+        shared_legend=True,  # one legend below the panels, clear of the lines
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 21. The paper's other tasks: tables, figures and verdicts (notebook 07)
+# ---------------------------------------------------------------------------------------------
+
+
+def pilot_table(copy_run: float, results_dir: str | Path | None = None):
+    """The pilot, one row per run in the order tried: task (format), encoding, shape, learning
+    rate, steps, compute in copy runs (`copy_run`: one copy run's FLOPs), wall time, and mean exact
+    match over the training sizes (%)."""
+    results_dir = experiment("ten-task-pilot").results_dir() if results_dir is None else results_dir
+    rows = []
+    for cfg, (_, _, shape, _) in zip(ten_task_pilot(), TEN_TASK_PILOT):
+        path = record_path(Path(results_dir), cfg)
+        rec = read_record(path) if path.exists() else None
+        rows.append(
+            {
+                "task": cfg.make_task().key,
+                "encoding": cfg.encoding,
+                "shape": shape,
+                "lr": cfg.lr,
+                "steps": cfg.steps,
+                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
+                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
+                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def second_pilot_table(copy_run: float, results_dir: str | Path | None = None):
+    """The second pilot, one row per run: task (format), encoding, layers, steps, compute in copy
+    runs, wall time, exact match (%) at the longest training size and its mean over the training
+    sizes, and whether that mean reaches the goal (`SECOND_PILOT_GOAL`; None until trained)."""
+    results_dir = experiment("lego-pilot").results_dir() if results_dir is None else results_dir
+    rows = []
+    for cfg in (c for task in SECOND_PILOT for c in second_pilot(task)):
+        path = record_path(Path(results_dir), cfg)
+        rec = read_record(path) if path.exists() else None
+        rows.append(
+            {
+                "task": cfg.make_task().key,
+                "encoding": cfg.encoding,
+                "layers": cfg.model.n_layers,
+                "steps": cfg.steps,
+                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
+                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
+                f"at {cfg.train_max_len} (%)": 100 * rec["exact_match"][str(cfg.train_max_len)]
+                if rec
+                else float("nan"),
+                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
+                "goal": bool(rec["in_distribution_mean"] >= SECOND_PILOT_GOAL) if rec else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def size_label(key: str) -> str:
+    """The x label for a task's sizes: "size n (what n counts)" ("size n" for a task not listed)."""
+    unit = SIZE_UNITS.get(task_of_key(key).name)
+    return f"size n ({unit})" if unit else "size n"
+
+
+def task_title(key: str) -> str:
+    """A task's key in words for a figure: "addition.paper" -> "addition (the paper's format)"."""
+    name, *options = key.split(".")
+    name = TASK_NAMES.get(name, name)
+    return f"{name} ({', '.join(TASK_OPTION_WORDS.get(o, o) for o in options)})" if options else name
+
+
+def in_distribution_goal(df, median_bar: float = 0.95, seed_bar: float = 0.90, seeds: int = 3):
+    """Per (task, encoding): each seed's mean exact match over the training sizes, then its median
+    and lowest over seeds, and whether it meets the goal (median >= `median_bar`, no seed below
+    `seed_bar`, `seeds` seeds)."""
+    per_seed = training_rows(df).groupby(["task", "encoding", "seed"])["exact_match"].mean()
+    g = per_seed.groupby(level=["task", "encoding"])
+    median, lowest, count = g.median(), g.min(), g.size()
+    meets = (median >= median_bar) & (lowest >= seed_bar) & (count >= seeds)
+    return pd.DataFrame(
+        {
+            "median (%)": (100 * median).round(1),
+            "lowest seed (%)": (100 * lowest).round(1),
+            "seeds": count,
+            "meets goal": meets,
+        }
+    )
+
+
+def hierarchical_summary(rr, splits: dict[str, int] | None = None, n_boot: int = 10000, seed: int = 0):
+    """Per encoding: the mean reciprocal rank (`weighted_mrr`), its 95% interval over hierarchical
+    resamples (tasks, then seeds within each) and the share of resamples in which it is the best."""
+    boot = hierarchical_bootstrap(rr, splits, n_boot, seed)
+    point = weighted_mrr(rr, splits)[list(rr.columns)]
+    out = pd.DataFrame(
+        {
+            "mean": point.to_numpy(),
+            "95% low": np.percentile(boot, 2.5, axis=0),
+            "95% high": np.percentile(boot, 97.5, axis=0),
+            "P(best)": np.bincount(boot.argmax(axis=1), minlength=boot.shape[1]) / len(boot),
+        },
+        index=list(rr.columns),
+    )
+    return out.sort_values("mean", ascending=False)
+
+
+def evidence_table(evidence):
+    """`pairwise_evidence` as a reader scans it: shares in %, the sign-flip p to 3 places, and a
+    mark per check ("yes" where it holds)."""
+    yes = {True: "yes", False: "no"}
+    return pd.DataFrame(
+        {
+            "MRR A": evidence["MRR A"].round(3),
+            "MRR B": evidence["MRR B"].round(3),
+            "bootstrap (%)": (100 * evidence["bootstrap"]).round(0).astype(int),
+            "tasks won": evidence["tasks won"],
+            "sign-flip p": evidence["sign-flip p"].round(3),
+            "bootstrap p, Holm": evidence["bootstrap p (Holm)"].round(3),
+            "sign-flip p, Holm": evidence["sign-flip p (Holm)"].round(3),
+            "holds without any one task": evidence["holds leaving out any one task"].map(yes),
+            "random seed pairings (%)": (100 * evidence["random seed pairings"]).round(0).astype(int),
+            "stated": evidence["stated"].map(yes),
+        }
+    )
+
+
+def stated_orderings(evidence) -> str:
+    """The pairs `pairwise_evidence` states, joined; "none" if it states none."""
+    return ", ".join(evidence.index[evidence["stated"]]) or "none"
+
+
+def goal_marks(goal):
+    """`in_distribution_goal` as one (task x encoding) table: the median over seeds (%), with the
+    lowest seed in brackets and a cross where the goal is missed, a tick where it is met."""
+
+    def cell(row) -> str:
+        if row["meets goal"]:
+            return f"{row['median (%)']:.1f} ✓"
+        return f"{row['median (%)']:.1f} ({row['lowest seed (%)']:.1f}) ✗"
+
+    out = goal.apply(cell, axis=1).unstack("encoding")
+    return out[[e for e in ENCODINGS if e in out.columns]].rename(columns=label)
+
+
+def tasks_meeting_goal(goal, tasks: Sequence[str]) -> list[str]:
+    """Those of `tasks` on which every encoding meets the in-distribution goal."""
+    return [t for t in tasks if bool(goal.loc[t, "meets goal"].all())]
+
+
+def flagged_ranks(rr, goal):
+    """Each task's mean reciprocal rank over its seeds (`per_task_rr`), to 2 places, marked "*"
+    where that (task, encoding) misses the in-distribution goal: there the rank measures a failure
+    to learn the task, not to extrapolate it."""
+    per_task = per_task_rr(rr)
+    missed = set(goal.index[~goal["meets goal"].astype(bool)])
+    marks = pd.DataFrame(
+        [[" *" if (t, e) in missed else "" for e in per_task.columns] for t in per_task.index],
+        index=per_task.index,
+        columns=per_task.columns,
+    )
+    return (per_task.map("{:.2f}".format) + marks).rename(columns=label)
+
+
+# ---------------------------------------------------------------------------------------------
+# 22. How NoPE knows where it is: tables and figures (notebook 08)
+# ---------------------------------------------------------------------------------------------
+
+
+def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))):
+    """Per (task, encoding, seed, layer, probe): the mean absolute error (positions) on held-out
+    sequences of the training sizes, then on longer sequences at the positions within each band."""
+    keys = ["task", "encoding", "seed", "layer", "probe"]
+    t = table.assign(abs_sum=table["mae"] * table["count"])
+    parts = {}
+    pick = {"training sizes": t["sizes"] == "training"}
+    for lo, hi in bands:
+        pick[f"positions {lo}-{hi}"] = (t["sizes"] == "longer") & t["position"].between(lo, hi)
+    for name, rows in pick.items():
+        s = t[rows].groupby(keys)[["abs_sum", "count"]].sum()
+        parts[name] = s["abs_sum"] / s["count"]
+    return pd.DataFrame(parts)
+
+
+def first_layer_summary(table, bands: dict[str, tuple[int, int]]):
+    """Per (task, encoding, head) of `first_layer_table`: the mean over each band of query positions
+    of the BOS weight times (t + 1) and of the entropy over log(t + 1) (both 1 for uniform attention)."""
+    g = table.assign(
+        bos_x_t1=table["bos_weight"] * (table["position"] + 1),
+        entropy_ratio=table["entropy"] / table["uniform_entropy"],
+    )
+    parts = {
+        name: g[g["position"].between(lo, hi)]
+        .groupby(["task", "encoding", "head"])[["bos_x_t1", "entropy_ratio"]]
+        .mean()
+        for name, (lo, hi) in bands.items()
+    }
+    out = pd.concat(parts, axis=1)
+    names = {"bos_x_t1": "BOS weight x (t+1)", "entropy_ratio": "entropy / log(t+1)"}
+    out.columns = [f"positions {band}: {names[c]}" for band, c in out.columns]
+    return out
+
+
+def _readable(fig: Any) -> None:
+    """Set every panel's title, axis labels and tick labels of `fig` to `FIGURE_TEXT`'s sizes."""
+    for ax in fig.axes:
+        ax.title.set_fontsize(FIGURE_TEXT["title"])
+        ax.xaxis.label.set_fontsize(FIGURE_TEXT["label"])
+        ax.yaxis.label.set_fontsize(FIGURE_TEXT["label"])
+        ax.tick_params(labelsize=FIGURE_TEXT["tick"])
+
+
+def hidden_state_name(i: int) -> str:
+    """The name of hidden state i of `hidden_states_by_position` (the probes' `layer` column):
+    0 is the embeddings, i > 0 the output of layer i - 1, layers counted from 0 ("after L0")."""
+    return "embeddings" if i == 0 else f"after L{i - 1}"
+
+
+def condensed_probe_table(summary, decimals: int = 1):
+    """`probe_summary` (one seed) for reading: a row per hidden state (`hidden_state_name`) and
+    encoding, a column per (task, band, probe), rounded to `decimals`. Encodings whose rows are the
+    same at a hidden state once rounded (embeddings that carry no position) share one row, their
+    names joined."""
+    if "seed" in summary.index.names:
+        if summary.index.get_level_values("seed").nunique() > 1:
+            raise ValueError("condensed_probe_table reads one seed's probes")
+        summary = summary.droplevel("seed")
+    long = summary.rename_axis(columns="band").stack().rename("mae").reset_index()
+    tasks, bands = list(dict.fromkeys(long["task"])), list(summary.columns)
+    probes = list(dict.fromkeys(long["probe"]))
+    wide = long.pivot_table(index=["layer", "encoding"], columns=["task", "band", "probe"], values="mae")
+    wide = wide.reindex(columns=pd.MultiIndex.from_product([tasks, bands, probes], names=wide.columns.names))
+    order = {e: i for i, e in enumerate(encoding_names())}
+    wide = wide.round(decimals)
+    rows, index = [], []
+    for layer in sorted(wide.index.get_level_values("layer").unique()):
+        part = wide.xs(layer, level="layer")
+        part = part.loc[sorted(part.index, key=lambda e: (order.get(e, len(order)), e))]
+        groups: dict[tuple, list[str]] = {}
+        for enc, values in part.iterrows():
+            groups.setdefault(tuple(values.fillna(np.inf)), []).append(enc)
+        for encs in groups.values():
+            rows.append(part.loc[encs[0]])
+            index.append((hidden_state_name(int(layer)), ", ".join(label(e) for e in encs)))
+    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["hidden state", "encoding"]))
+
+
+def plot_construction_precision(table, path: Path | None = None):
+    """The largest readout error and the largest share of the second layer's (L1's) attention off
+    its target over every position a construction covers, against the number of positions it is
+    built for (an exact 0 drawn at the floor, and said so, in a panel that has one)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
+    table = table.assign(off_target=1 - table["attention_on_target"])
+    worst = table.groupby("n_positions")[["readout_error", "off_target"]].max()
+    floors = {"readout_error": 1e-9, "off_target": 1e-12}
+    panels = (
+        (a, "readout_error", "largest |position read back - t| (positions)", "Theorem 1: the position L0 writes"),
+        (b, "off_target", "largest 1 - attention on t - 1", "Theorem 2: L1's attention off its target"),
+    )
+    for ax, column, ylabel, title in panels:
+        ax.plot(worst.index, worst[column].clip(lower=floors[column]), color="black", marker="o", label="float32")
+        if (worst[column] <= floors[column]).any():  # the floor is drawn, and named, only where a value sits on it
+            ax.axhline(floors[column], color="gray", ls="--", lw=0.8, label=f"{floors[column]:g}: exact (0) drawn here")
+        ax.set(xscale="log", yscale="log", xlabel="positions the construction is built for", ylabel=ylabel, title=title)
+        ax.set_xticks(list(worst.index), [str(n) for n in worst.index])
+        ax.minorticks_off()
+    a.axhline(0.5, color="black", ls=":", lw=1, label="half a position: the readout rounds wrong")
+    b.axhline(0.5, color="black", ls=":", lw=1, label="half its attention off: the target no longer wins")
+    for ax, where in ((a, "lower right"), (b, "center left")):  # where no point or line is
+        ax.set_ylim(top=5.0)  # the half-way line clear of the frame
+        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc=where)
+    fig.suptitle("The worst position of each construction, in float32 (layers L0 and L1)", fontsize=14)
+    _readable(fig)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def _probe_curves(g, train_last: int) -> tuple[Any, Any]:
+    """A probe's mean |error| per position over held-out sequences of the training sizes up to
+    `train_last`, and over longer sequences from `train_last` on."""
+
+    def curve(sizes: str):
+        s = g[g["sizes"] == sizes].groupby("position")[["abs_sum", "count"]].sum()
+        return s["abs_sum"] / s["count"]
+
+    inside, outside = curve("training"), curve("longer")
+    return inside[inside.index <= train_last], outside[outside.index >= train_last]
+
+
+def best_probe_layers(table, probe: str = "mlp") -> dict[tuple[str, str], int]:
+    """Per (task, encoding): the hidden state (the `layer` column) whose `probe` reads the position
+    best on held-out sequences of the training sizes."""
+    t = table[(table["probe"] == probe) & (table["sizes"] == "training")]
+    s = t.assign(abs_sum=t["mae"] * t["count"]).groupby(["task", "encoding", "layer"])[["abs_sum", "count"]].sum()
+    err = s["abs_sum"] / s["count"]
+    return {(task, enc): int(layer) for (task, enc, layer) in err.groupby(level=["task", "encoding"]).idxmin()}
+
+
+def plot_probe_errors(
+    table,
+    reach: dict[str, int],
+    train_last: int,
+    path: Path | None = None,
+    probe: str = "mlp",
+    by_layer: str | None = "nope",
+):
+    """Probe error against position, one panel per task: each encoding's model at the hidden state
+    its probe reads best (`best_probe_layers`), in the encoding's colour, with its exact-match
+    cliff (`reach`, keyed 'task/encoding': the last position its answer reaches) marked on its line;
+    and, if `by_layer` names an encoding, a second row with that encoding's every hidden state, its
+    cliff a vertical line. Solid: held-out sequences of the training sizes (positions up to
+    `train_last`, shaded: where the probe is fitted); dashed: longer sequences, from `train_last` on."""
+    t = table[table["probe"] == probe]
+    t = t.assign(abs_sum=t["mae"] * t["count"])
+    tasks = list(dict.fromkeys(t["task"]))
+    order = {e: i for i, e in enumerate(encoding_names())}
+    encodings = sorted(dict.fromkeys(t["encoding"]), key=lambda e: (order.get(e, len(order)), e))
+    best = best_probe_layers(table, probe)
+    layered = by_layer in encodings
+    rows = 2 if layered else 1
+    fig, axes = plt.subplots(rows, len(tasks), figsize=(7.2 * len(tasks), 5.2 * rows), squeeze=False, sharey=True)
+    cliff_note = "exact-match cliff: the last position its answer reaches at 50%"
+
+    def frame(ax: Any, title: str) -> None:
+        ax.axvspan(0, train_last, color="0.92", zorder=0)
+        ax.set(yscale="log", ylim=(1e-2, 2e2), title=title, xlabel="position t")
+
+    for ax, task in zip(axes[0], tasks):
+        frame(ax, f"{task}: each model at its best hidden state")
+        for enc in encodings:
+            g = t[(t["task"] == task) & (t["encoding"] == enc)]
+            if (task, enc) not in best:
+                continue
+            layer = best[(task, enc)]
+            inside, outside = _probe_curves(g[g["layer"] == layer], train_last)
+            c = encoding_color(enc)
+            ax.plot(inside.index, inside.values, color=c, lw=1.8, label=f"{label(enc)} ({hidden_state_name(layer)})")
+            ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
+            cliff = reach.get(f"{task}/{enc}")
+            curve = outside if cliff is not None and cliff in outside.index else inside
+            if cliff is not None and cliff in curve.index:
+                ax.plot([cliff], [curve[cliff]], ls="none", marker="o", ms=9, color=c, mec="black", zorder=5)
+        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right", title="model (hidden state)")
+    if layered:
+        for ax, task in zip(axes[1], tasks):
+            frame(ax, f"{task}, {label(by_layer)}: every hidden state")
+            g = t[(t["task"] == task) & (t["encoding"] == by_layer)]
+            for layer, gl in g.groupby("layer"):
+                inside, outside = _probe_curves(gl, train_last)
+                c = ordinal_color(int(layer))
+                ax.plot(inside.index, inside.values, color=c, lw=1.8, label=hidden_state_name(int(layer)))
+                ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
+            cliff = reach.get(f"{task}/{by_layer}")
+            if cliff is not None:
+                ax.axvline(cliff, color="black", ls="-.", lw=1.4, label=f"exact-match cliff (position {cliff})")
+            ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right")
+    for ax in axes.flat:
+        ax.set_ylabel(f"{probe} probe: mean |error| (positions)")
+    from matplotlib.patches import Patch
+
+    handles = [
+        Line2D([], [], color="black", lw=1.8, label=f"held-out sequences of the training sizes (t ≤ {train_last})"),
+        Line2D([], [], color="black", lw=1.8, ls="--", label=f"longer sequences (t ≥ {train_last})"),
+        Patch(color="0.92", label=f"positions the probe is fitted on (0-{train_last})"),
+        Line2D([], [], ls="none", marker="o", ms=9, color="white", mec="black", label=cliff_note),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=FIGURE_TEXT["legend"])
+    fig.suptitle(f"Reading the absolute position from the hidden states ({probe} probe)", fontsize=14)
+    _readable(fig)
+    fig.tight_layout(rect=(0, 0.075 if layered else 0.14, 1, 1))
+    save_figure(fig, path, dpi=100)
+    return fig
+
+
+def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
+    """NoPE's first layer (L0) per head: the weight on BOS times (t + 1), which is 1 for uniform
+    attention, and the entropy over log(t + 1), 1 for uniform, against the query position. A head
+    that keeps near-uniform attention over the training positions (`uniform_heads`) is drawn
+    thick and named, with its numbers; a panel without one says so."""
+    from matplotlib.ticker import FuncFormatter
+
+    tasks = list(dict.fromkeys(table["task"]))
+    marked = uniform_heads(table, train_last)
+    fig, axes = plt.subplots(2, len(tasks), figsize=(7 * len(tasks), 8.5), squeeze=False)
+    for j, task in enumerate(tasks):
+        g = table[(table["task"] == task) & (table["position"] > 0)]
+        enc = g["encoding"].iloc[0]
+        mine = marked[(marked["task"] == task) & (marked["encoding"] == enc)].set_index("head")
+        floored = False
+        for head, gh in g.groupby("head"):
+            thick = {"lw": 3.2, "zorder": 4} if head in mine.index else {"lw": 1.4, "alpha": 0.85}
+            bos = gh["bos_weight"] * (gh["position"] + 1)
+            floored |= bool((bos < BOS_FLOOR).any())
+            name = f"L0H{head}"
+            axes[0, j].plot(gh["position"], bos.clip(lower=BOS_FLOOR), color=ordinal_color(head), label=name, **thick)
+            ratio = gh["entropy"] / gh["uniform_entropy"]
+            axes[1, j].plot(gh["position"], ratio, color=ordinal_color(head), label=name, **thick)
+            if head in mine.index:
+                r = mine.loc[head]
+                t_mid = max(1, train_last // 2)  # the arrows point inside the training positions
+                at = gh["position"] == t_mid
+                note = {
+                    "textcoords": "axes fraction",
+                    "va": "center",
+                    "fontsize": FIGURE_TEXT["legend"],
+                    "arrowprops": {"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
+                    "bbox": {"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
+                }
+                axes[0, j].annotate(
+                    f"{name}: near-uniform attention, BOS weight\n{r['bos_x_t1']:.2f}x uniform's 1/(t + 1) "
+                    f"(mean, t = 1-{train_last})",
+                    xy=(t_mid, float(bos[at].iloc[0])),
+                    xytext=(0.3, 0.9),
+                    **note,
+                )
+                axes[1, j].annotate(
+                    f"{name}: {r['entropy_ratio']:.2f} of uniform's entropy (mean, t = 1-{train_last})",
+                    xy=(t_mid, float(ratio[at].iloc[0])),
+                    xytext=(0.4, 0.3),
+                    **note,
+                )
+        if mine.empty:
+            axes[0, j].text(
+                0.97,
+                0.35,
+                f"no head keeps {UNIFORM_LEVEL:g} of uniform's entropy at every t = 1-{train_last}",
+                transform=axes[0, j].transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=FIGURE_TEXT["legend"],
+                bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
+            )
+        if floored:  # drawn, and named, only where a weight sits below it
+            axes[0, j].axhline(
+                BOS_FLOOR, color="gray", ls="--", lw=0.8, label=f"{BOS_FLOOR:g}: lower values drawn here"
+            )
+        axes[0, j].set(
+            title=f"{task}, {label(enc)}, L0: weight on BOS x (t + 1)",
+            ylabel="BOS weight x (t + 1) (1 = uniform)",
+            yscale="log",
+        )
+        low, high = axes[0, j].get_ylim()
+        if not mine.empty:  # room above the lines for the named head's numbers
+            axes[0, j].set_ylim(low, high * (high / low) ** 0.6)
+        if high / low < 100:  # under two decades: name 1, 2 and 5 of each, not only the powers of ten
+            axes[0, j].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axes[0, j].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        else:
+            axes[0, j].yaxis.set_major_locator(LogLocator(base=10))
+        axes[0, j].yaxis.set_minor_formatter(NullFormatter())
+        axes[1, j].set(title=f"{task}, {label(enc)}, L0: attention entropy / log(t + 1)", ylabel="entropy / uniform's")
+        for ax in axes[:, j]:
+            ax.axvline(train_last, color="black", ls=":", lw=1.2, label=f"last training position ({train_last})")
+            ax.set_xlabel("query position t")
+    handles: dict[str, Any] = {}  # the heads and marks of every panel, once each
+    for ax in axes.flat:
+        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=FIGURE_TEXT["legend"])
+    _readable(fig)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    save_figure(fig, path, dpi=100)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 23. What moves the cliff: tables and figures (notebook 09)
+# ---------------------------------------------------------------------------------------------
+
+
+def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
+    """Per task: exact match (solid) and exact match with the length given (dashed) against n, one
+    colour per encoding: the gap between them is what the stop decision costs."""
+    tasks = list(dict.fromkeys(table["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.3), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
+            g = g.sort_values("n")
+            ax.plot(g["n"], 100 * g["exact_match"], color=encoding_color(enc), label=f"{label(enc)}")
+            ax.plot(g["n"], 100 * g["length_given"], color=encoding_color(enc), ls="--", lw=1)
+        ax.plot([], [], color="gray", ls="--", lw=1, label="dashed: length given")
+        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
+        ax.set(
+            title=f"{task}: exact match, and with the length given (seed 0)",
+            xlabel="input length n (symbols)",
+            ylabel="exact match (%)",
+            xlim=(train_max - 4, 32),
+        )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # lengths are integers
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 0.9, train_max: int = 16):
+    """Per (task, encoding, setting) of `scaling_table` (`reach_summary`), in %: mean exact match over
+    the training lengths measured, over the `test` lengths, and the longest n up to which every
+    length keeps `threshold`; each also with the length given."""
+    keys = ["task", "encoding", "setting"]
+    return reach_summary(table, keys, train_max, (), test, threshold, ("exact_match", "length_given")).set_index(keys)
+
+
+def intervention_table(
+    interventions: Sequence[str] = tuple(INTERVENTIONS),
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(3),
+    lengths: Sequence[int] = range(1, 49),
+    results_dir: str | Path = RESULTS_DIR,
+    cache_dir: Path | None = ANATOMY_DIR,
+    scaling: dict[str, Any] | None = None,
+):
+    """`failure_anatomy` at each length of every trained run of each intervention (runs without a
+    record are skipped: a partly trained sweep reports what it has), with an `intervention` column.
+    The grid's models ("none") share `failure_table`'s cache; the others have one each. With
+    `scaling` (settings of `SCALINGS`: `scaled_attention`), the models are measured under it, in
+    caches of their own."""
+    scaling = scaling or {}
+    suffix = "".join(f",{k}={v}" for k, v in sorted(scaling.items()))
+
+    def compute(model: DecoderOnlyLM, task: str):
+        with scaled_attention(model, **scaling):
+            return anatomy_rows(model, task, lengths)
+
+    encodings = encoding_names() if encodings is None else encodings
+    parts = []
+    for name in interventions:
+        folder = intervention_dir(name, results_dir)
+        run = functools.partial(intervention_run, name)
+        cache = None
+        if cache_dir is not None:
+            slug = "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
+            plain = "failures.csv" if name == "none" and not scaling else f"interventions/{slug}{suffix}.csv"
+            cache = Path(cache_dir) / plain
+        for t, e, s in itertools.product(tasks, encodings, seeds):
+            if record_path(folder, run(t, e, s)).exists():
+                rows = per_model_table(compute, [t], [e], [s], folder, cache, run)
+                parts.append(rows[rows["n"].isin(list(lengths))].assign(intervention=name))
+    if not parts:
+        raise FileNotFoundError(f"no trained runs of {list(interventions)} in {results_dir}; run the sweep first")
+    return pd.concat(parts, ignore_index=True)
+
+
+def intervention_summary(table, threshold: float = 0.9, train_max: int = 16, at: int = 32):
+    """Per (intervention, task, encoding, seed) of `intervention_table` (`reach_summary`), in %:
+    mean exact match over the training lengths, exact match at n = `at`, and the longest n up to
+    which every length keeps `threshold`; each also with the length given."""
+    keys = ["intervention", "task", "encoding", "seed"]
+    return reach_summary(table, keys, train_max, (at,), None, threshold, ("exact_match", "length_given"))
+
+
+def plot_interventions(table, path: Path | None = None, train_max: int = 16):
+    """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
+    the intervention's models solid, the length given dashed, the same encodings' grid models
+    dotted; the longest training n dash-dotted, twice that a broad grey line. Lines at 0% at every n
+    would hide one another: each is drawn `ZERO_STEP` points below the last, and the panel names
+    them."""
+    tasks = list(dict.fromkeys(table["task"]))
+    others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
+    fig, axes = plt.subplots(
+        len(others), len(tasks), figsize=(6.5 * len(tasks) + 3.5, 3.9 * len(others)), squeeze=False
+    )
+    mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
+    for row, name in zip(axes, others):
+        for ax, task in zip(row, tasks):
+            encs = list(dict.fromkeys(table[(table["intervention"] == name) & (table["task"] == task)]["encoding"]))
+            zeros: list[str] = []  # the lines at 0% at every n, in the order drawn
+
+            def draw(x, y, what: str, ax: Any = ax, zeros: list[str] = zeros, **style) -> None:
+                y = 100 * np.asarray(y, dtype=float)
+                if np.all(y == 0):
+                    zeros.append(what)
+                    y = y - ZERO_STEP * len(zeros)
+                ax.plot(x, y, **style)
+
+            for enc in encs:
+                g, c = mean.loc[(name, task, enc)], encoding_color(enc)
+                seeds = table[(table["intervention"] == name) & (table["task"] == task) & (table["encoding"] == enc)]
+                k = seeds["seed"].nunique()
+                tag = f"{label(enc)} ({k} seed{'s' * (k > 1)})"
+                draw(g.index, g["exact_match"], f"{label(enc)}, exact match", color=c, lw=2, label=tag)
+                draw(g.index, g["length_given"], f"{label(enc)}, length given", color=c, ls="--", lw=1.4)
+                if ("none", task, enc) in mean.index:
+                    grid = mean.loc[("none", task, enc)]
+                    draw(grid.index, grid["exact_match"], f"{label(enc)}, grid model", color=c, ls=":", lw=1.8)
+            ax.plot([], [], color="gray", ls="--", lw=1.4, label="length given")
+            ax.plot([], [], color="gray", ls=":", lw=1.8, label="grid model (no intervention)")
+            ax.axvline(train_max, color="black", ls="-.", lw=1.2, label=f"longest training n ({train_max})")
+            ax.axvline(2 * train_max, color="0.6", lw=3, alpha=0.6, label=f"twice that ({2 * train_max})")
+            if zeros:
+                ax.text(
+                    0.97,
+                    0.55,
+                    f"0% at every n, drawn {ZERO_STEP:g} points\napart below 0:\n" + "\n".join(zeros),
+                    transform=ax.transAxes,
+                    ha="right",
+                    va="center",
+                    fontsize=FIGURE_TEXT["legend"] - 1,
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
+                )
+            bottom = -3 - ZERO_STEP * len(zeros)
+            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)")
+            ax.set_ylim(bottom, 108)
+        handles: dict[str, Any] = {}  # one legend a row, beside it: the row's panels share their encodings
+        for ax in row:
+            handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+        row[-1].legend(
+            handles.values(),
+            handles.keys(),
+            fontsize=FIGURE_TEXT["legend"] - 1,
+            loc="center left",
+            bbox_to_anchor=(1.02, 0.5),
+            handlelength=3,
+        )
+    _readable(fig)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 24. Scratchpads: tables, figures and claims (notebook 10)
+# ---------------------------------------------------------------------------------------------
+
+
+def scratchpad_example(task: str, components: str, n: int, seed: int = 0, options: dict[str, str] | None = None):
+    """One prompt of `task` at size n (the first of `seed`'s draws) and its target with the
+    scratchpad `components` ("none" for the task's own answer), each as its symbols."""
+    t = get_task(task, {**(options or {}), "scratchpad": components})
+    prompt, target = t.sample(n, 1, torch.Generator().manual_seed(seed))
+    text = {name: " ".join(t.decode(row[row != PAD])) for name, row in (("prompt", prompt[0]), ("target", target[0]))}
+    return pd.Series({"task": task, "format": components, "size": n, **text})
+
+
+def scratchpad_pilot_table(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
+    """The pilot's runs, in the order tried: format, layers, steps, learning rate, exact match (%)
+    in distribution (the mean over sizes, and pooled as experiment 1 pools it: `_pooled_split`)
+    and at 9, 10, 12 and 16 digits, the final training loss, copy runs, wall time."""
+    rows = []
+    for cfg in scratchpad_pilot():
+        path = record_path(Path(results_dir), cfg)
+        rec = read_record(path) if path.exists() else None
+        em = rec["exact_match"] if rec else {}
+        row = {"format": cfg.task_options["scratchpad"], "layers": cfg.model.n_layers, "steps": cfg.steps, "lr": cfg.lr}
+        row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
+        row["pooled (%)"] = 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0] if rec else float("nan")
+        row |= {f"{n} digits (%)": 100 * em[str(n)] if rec else float("nan") for n in (9, 10, 12, 16)}
+        row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
+        row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
+        row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# Experiment 3: addition, NoPE, seed 0, from the step outputs one component added at a time.
+def scratchpad_format_table(
+    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, learned_bar: float = 0.9
+):
+    """Addition, NoPE, seed 0, per format ("none", "o", then `SCRATCHPAD_COMPONENTS`): whether
+    trained, exact match (%) in distribution and out of it (pooled as in `scratchpad_effect`), the
+    out-of-distribution difference from "o" with its standard error, and whether that difference
+    exceeds two of them (the format matters)."""
+    formats = ["none", "o", *SCRATCHPAD_COMPONENTS]
+    cfgs = {f: scratchpad_run("addition", f) for f in formats}
+    dirs = {f: control_dir if f == "none" else results_dir for f in formats}
+    recs = {f: read_record(p) if (p := record_path(Path(dirs[f]), c)).exists() else None for f, c in cfgs.items()}
+    pooled = {f: _pooled_split(cfgs["o"], r, cfgs[f].eval_per_length) for f, r in recs.items() if r is not None}
+    rows = []
+    for f in formats:
+        row: dict[str, Any] = {"format": f, "trained": f in pooled}
+        if f in pooled:
+            ind, ood, var = pooled[f]
+            row |= {"in distribution (%)": 100 * ind, "OOD (%)": 100 * ood}
+            row["learned"] = ind >= learned_bar
+            if f not in ("o", "none") and "o" in pooled:
+                row["OOD vs o (points)"] = 100 * (ood - pooled["o"][1])
+                row["standard error (points)"] = 100 * math.sqrt(var + pooled["o"][2])
+                row["differs from o"] = abs(row["OOD vs o (points)"]) > 2 * row["standard error (points)"]
+        rows.append(row)
+    columns = ["format", "trained", "in distribution (%)", "OOD (%)", "learned", "OOD vs o (points)"]
+    return (
+        pd.DataFrame(rows).reindex(columns=columns + ["standard error (points)", "differs from o"]).set_index("format")
+    )
+
+
+def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PAPER_ENCODINGS):
+    """The paper's three scratchpad claims, each judged from the tables above it ("holds here",
+    "does not hold here", "not distinguishable here", or "not trained yet"), with the numbers
+    that decide it. `pairs`: `rate_pair_table` rows of one learning rate or more (the first claim
+    is judged on the paper's five encodings by `claim_every_encoding`, each seed once: its
+    compared rates averaged by `compared_by_seed`); `task_effect`: `scratchpad_task_effect`;
+    `formats`: `scratchpad_format_table`, whose one-seed differences are set against how far the
+    learned step-output runs' seeds of one encoding lie apart at one rate."""
+    rows = []
+    # 1. Addition, every encoding: pairs where both arms learned, judged from their seeds.
+    trained = pairs[(pairs["status"] != "not trained yet") & pairs["encoding"].isin(encodings)]
+    if trained.empty:
+        here, why = "not trained yet", "no pair trained"
+    else:
+        here, why = claim_every_encoding(compared_by_seed(pairs), encodings)
+        rates = ", ".join(f"{lr:g}" for lr in pairs["learning rate"].unique())
+        why = f"at lr {rates}, each seed once: " + why.replace("pairs compared", "seeds compared")
+    rows.append({"claim": "a scratchpad helps addition, for every encoding", "here": here, "numbers": why})
+    # 2. Not on the other tasks: only runs learned with and without the scratchpad are ranked.
+    ranked = task_effect[task_effect["verdict"].isin(["helps", "no measurable gain", "hurts"])]
+    helped = ranked[ranked["verdict"] == "helps"]
+    trained = task_effect[task_effect["verdict"] != "not trained yet"]
+    if ranked.empty:
+        here = "not trained yet" if trained.empty else "not distinguishable here"
+    else:
+        here = "does not hold here" if len(helped) else "holds here"
+    name = lambda r: f"{r['task']} {r['format']} {label(r['encoding'])}"  # noqa: E731
+    why = f"{len(trained)} of {len(task_effect)} runs trained, {len(ranked)} learned with and without it (at least 90%)"
+    why += f"; helps: {', '.join(name(r) for _, r in helped.iterrows())}" if len(helped) else "; helps none"
+    rows.append({"claim": "not on the other tasks (seed 0)", "here": here, "numbers": why})
+    # 3. The format matters: one seed per format, set against the spread of seeds of one format.
+    added = formats.drop(index=["none", "o"])
+    compared = added[added["OOD vs o (points)"].notna()]
+    learned = pairs[pairs["status"].isin(["compared", "control not learned"])]
+    by = learned.groupby(["learning rate", "encoding"])
+    spreads = by["OOD with (%)"].agg(lambda v: v.max() - v.min())[by.size() > 1]
+    if compared.empty:
+        here = "not trained yet"
+    elif spreads.empty:
+        here = "not distinguishable here"
+    else:
+        here = (
+            "holds here" if (compared["OOD vs o (points)"].abs() > spreads.max()).any() else "not distinguishable here"
+        )
+    why = "; ".join(f"{f}: {r['OOD vs o (points)']:+.1f} points against o (one seed)" for f, r in compared.iterrows())
+    why = why or f"{len(added)} formats planned, none trained"
+    if len(spreads):
+        why += f"; o's seeds of one encoding (at one rate) lie {spreads.min():.1f}-{spreads.max():.1f} points apart"
+    rows.append({"claim": "its format matters (NoPE, seed 0)", "here": here, "numbers": why})
+    return pd.DataFrame(rows).set_index("claim")
+
+
+def rate_pair_table(
+    rates: Sequence[float] | None = None,
+    results_dir: str | Path = SCRATCHPAD_DIR,
+    control_dir: str | Path = RESULTS_DIR,
+    learned_bar: float = 0.9,
+):
+    """One row per pair of experiment 1 at each rate, trained or not: learning rate, the
+    `_effect_row` columns (in distribution and out of it, with and without the step outputs) and
+    the pair's status (`pair_status`, or "not trained yet")."""
+    rows = []
+    for lr in rates or scratchpad_rates():
+        for cfg, control, rec, ctl in rate_pairs(lr, results_dir, control_dir):
+            head = {"learning rate": lr}
+            if rec is None or ctl is None:
+                rows.append(head | {"encoding": cfg.encoding, "seed": cfg.seed, "status": "not trained yet"})
+                continue
+            row = head | _effect_row(cfg, control, rec, ctl, learned_bar)
+            rows.append(row | {"status": pair_status(row)})
+    columns = ["learning rate", *EFFECT_COLUMNS[:-2], "status"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def claim_every_encoding(pairs, encodings: Sequence[str] = PAPER_ENCODINGS, alpha: float = SCRATCHPAD_ALPHA):
+    """The paper's claim that the step outputs help addition for every encoding, judged on the
+    compared pairs of `encodings` at one learning rate (`rate_pair_table` rows): "holds here" where
+    every encoding has a compared pair, each encoding's compared differences are all above 0, and
+    the exact sign-flip test over every compared pair gives p at most `alpha`; "does not hold here"
+    where an encoding's two or more compared pairs are all at or below 0, or the test in the other
+    direction gives p at most `alpha`; else "not distinguishable here". Returns (verdict, numbers)."""
+    compared = pairs[(pairs["status"] == "compared") & pairs["encoding"].isin(encodings)]
+    d = compared["OOD difference (points)"].to_numpy()
+    if not len(d):
+        return "not distinguishable here", "no pair compared"
+    p_up, p_down = sign_flip_p(d), sign_flip_p(-d)
+    per = {e: compared.loc[compared["encoding"] == e, "OOD difference (points)"] for e in encodings}
+    every = all(len(v) and (v > 0).all() for v in per.values())
+    against = [label(e) for e, v in per.items() if len(v) >= 2 and (v <= 0).all()]
+    numbers = (
+        f"{len(d)} pairs compared, {int((d > 0).sum())} above 0; sign-flip p {p_up:.3f} (helps), {p_down:.3f} (hurts)"
+    )
+    numbers += f"; all at or below 0: {', '.join(against)}" if against else ""
+    missing = [label(e) for e, v in per.items() if not len(v)]
+    numbers += f"; no pair compared: {', '.join(missing)}" if missing else ""
+    if every and p_up <= alpha:
+        return "holds here", numbers
+    if against or p_down <= alpha:
+        return "does not hold here", numbers
+    return "not distinguishable here", numbers
+
+
+def plot_rate_curves(curves, path: Path | None = None):
+    """Experiment 1's training losses (`rate_loss_curves`): one panel per arm, one line per
+    learning rate, the median over the runs trained (their number in the legend) and a band from
+    the lowest to the highest run, on a log axis."""
+    arms = ["answer alone", "step outputs"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
+    for ax, arm in zip(axes, arms):
+        for i, (lr, g) in enumerate(curves[curves["arm"] == arm].groupby("learning rate", sort=True)):
+            wide = g.pivot_table(index="step", columns=["encoding", "seed"], values="loss")
+            color = ordinal_color(i)
+            ax.plot(wide.index, wide.median(axis=1), color=color, lw=2, label=f"lr {lr:g} ({wide.shape[1]} runs)")
+            ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=color, alpha=0.15, lw=0)
+        ax.set_yscale("log")
+        ax.set(title=f"{arm}: training loss", xlabel="training step", ylabel="loss per target token (log)")
+        ax.legend(title="median; band: lowest to highest run", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path | None = None, train_max: int = 8):
+    """Exact match against digits per encoding, with the step outputs (solid) and without (dashed),
+    the mean of the seeds trained (their number in the legend); `paper_nope`, the paper's NoPE
+    without a scratchpad (its out-of-distribution mean), as a segment over the test sizes."""
+    fig, ax = plt.subplots(figsize=(9, 5.2))
+    if paper_nope is not None:
+        ax.hlines(100 * paper_nope, train_max + 1, 2 * train_max, color=encoding_color("nope"), ls="-.", lw=2)
+        ax.plot([], [], color=encoding_color("nope"), ls="-.", lw=2, label="the paper, NoPE, answer alone (OOD mean)")
+    for enc in encoding_names():
+        for name, style in (("o", "-"), ("none", "--")):
+            g = curves[(curves["encoding"] == enc) & (curves["scratchpad"] == name)]
+            if not len(g):
+                continue
+            m, seeds = g.groupby("n")["exact_match"].mean(), g["seed"].nunique()
+            what = "step outputs" if name == "o" else "answer alone"
+            ax.plot(
+                m.index,
+                100 * m,
+                style,
+                color=encoding_color(enc),
+                lw=1.6,
+                label=f"{label(enc)}, {what} ({seeds} seed{'s' * (seeds > 1)})",
+            )
+    ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
+    ax.set(
+        title="Addition with and without the step outputs: exact match against size",
+        xlabel="digits (the longer operand)",
+    )
+    ax.set(ylabel="exact match (%)", ylim=(-3, 105), xticks=range(1, int(curves["n"].max()) + 1))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def other_scoring_verdicts(
+    scoring, scoring_exp1, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR
+):
+    """Experiments 2 and 3's verdicts under three readings of the generations (`OTHER_READINGS`):
+    the records' (ours: up to one token past the longest target), ours with the room
+    `scoring_comparison` gives (twice that), and the paper's parser on those same generations.
+    The same functions (`scratchpad_task_effect`, `scratchpad_format_table`) judge copies of the
+    records whose exact match is each reading's (`other_scoring_table`; experiment 3's reference,
+    the step outputs alone, from experiment 1's `scoring_table`); the controls are read as
+    recorded. One row per trained run; a run a reading makes unranked (not learned) differs.
+    "parser differs" compares the two readings of the same generations, "differs from the
+    records" the paper's reading with ours as recorded."""
+    results_dir = Path(results_dir)
+    reference = scratchpad_run("addition", "o")
+    tasks, formats = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (reading, column) in enumerate(OTHER_READINGS.items()):
+            folder = results_dir if column is None else Path(tmp) / str(i)
+            if column is not None:
+                cfgs = [*scratchpad_tasks(), *scratchpad_components()]
+                _records_read_as(scoring, column, cfgs, results_dir, folder, lambda c: c.make_task().key)
+                _records_read_as(scoring_exp1, column, [reference], results_dir, folder, lambda c: c.task)
+            tasks[reading] = scratchpad_task_effect(folder, control_dir).set_index(
+                ["task", "format", "encoding", "seed"]
+            )
+            formats[reading] = scratchpad_format_table(folder, control_dir)
+    recorded = next(iter(OTHER_READINGS))
+    rows = []
+    for (t, f, e, s), v in tasks[recorded]["verdict"].items():
+        if v != "not trained yet":
+            row = {"experiment": 2, "run": f"{t} {f} {label(e)} s{s}"}
+            rows.append(row | {r: tasks[r].loc[(t, f, e, s), "verdict"] for r in OTHER_READINGS})
+    for f in SCRATCHPAD_COMPONENTS:
+        if formats[recorded].loc[f, "trained"]:
+            words = {r: "differs from o" if t.loc[f, "differs from o"] else "same as o" for r, t in formats.items()}
+            rows.append({"experiment": 3, "run": f"addition {f} NoPE s0"} | words)
+    table = pd.DataFrame(rows)
+    ours, room, paper = (table[r] for r in OTHER_READINGS)
+    return table.assign(**{"parser differs": room != paper, "differs from the records": ours != paper})
+
+
+def scoring_verdicts(
+    scoring, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, train_max: int = 8
+):
+    """Per run in `scoring` (`scoring_table`): its out-of-distribution exact match (%) by our
+    scoring and by the paper's parser, pooled as in `scratchpad_effect`, and the verdict "helps" by
+    each against the control (the same rule: more than two standard errors above it), and whether
+    the two verdicts differ."""
+    rows = []
+    for cfg, _, _, ctl in scratchpad_pairs(results_dir, control_dir):
+        mine = scoring[(scoring["encoding"] == cfg.encoding) & (scoring["seed"] == cfg.seed)]
+        if ctl is None or not len(mine):
+            continue
+        sizes = sorted(int(n) for n in mine["n"] if n > train_max)
+        weights, per = cfg.make_task().size_weights(sizes), cfg.eval_per_length
+        q, q_var = _pooled(ctl["exact_match"], sizes, weights, per)
+        row: dict[str, Any] = {"encoding": label(cfg.encoding), "seed": cfg.seed}
+        verdicts = []
+        for name in ("ours", "paper's parser"):
+            p, p_var = _pooled(dict(zip(mine["n"].astype(str), mine[name])), sizes, weights, per)
+            row[f"OOD, {name} (%)"] = 100 * p
+            verdicts.append(bool(p - q > 2 * math.sqrt(p_var + q_var)))
+        row |= {"helps, ours": verdicts[0], "helps, paper's parser": verdicts[1]}
+        rows.append(row | {"verdict differs": verdicts[0] != verdicts[1]})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# 25. Addition that generalizes: tables, figures and the goal (notebook 11)
+# ---------------------------------------------------------------------------------------------
+
+
+def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
+    """One row per addition run: its ingredients, exact match (%) in distribution (1-8 digits)
+    and at 9, 12, 16, 32, 64 and 128 digits (256 sums each; NaN where a run was not scored so
+    far), the longest n held at 90% or more at every size up to it, its training loss at the end
+    (the mean over its last `loss_curve` interval), its compute in copy runs and its wall time."""
+    rows = []
+    for stage, cfg, rec in addition_runs(results_dir):
+        em = rec["exact_match"] if rec else {}
+        row = {"stage": stage, "arm": addition_arm(cfg), "encoding": cfg.encoding}
+        row |= {"settings": addition_settings(cfg), "seed": cfg.seed}
+        row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
+        row |= {f"{n} digits (%)": 100 * em.get(str(n), float("nan")) for n in (9, 12, 16, 32, 64, 128)}
+        row["holds to (digits)"] = longest_held(em) if rec else float("nan")
+        row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
+        row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
+        row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def addition_view(rows, costs: bool = False, name_best: bool = True):
+    """Rows of `addition_table` for reading, narrow: each run named in words (with `name_best`,
+    the best configuration's runs as such; an ablation run by what it changes,
+    `ADDITION_ABLATION`; any other by `plain_arm`, its seed if not 0, less the ingredients every
+    row shares, which the index's name states), exact match (%) under one header with the sizes
+    below it, the longest size held and the final loss; `costs` adds compute (copy runs) and wall
+    time (min). Numbers to one decimal, the loss to three. `addition_table` has every column."""
+    best = (addition_arm(addition_run(*ADDITION_BEST)), ADDITION_BEST[1], "")
+    words = {}
+    for what, a, e, kw in ADDITION_ABLATION:
+        cfg = addition_run(a, e, **kw)
+        words[(addition_arm(cfg), e, addition_settings(cfg))] = what
+    shared = set.intersection(*(set(a.split(" + ")) for a in rows["arm"])) if len(rows) else set()
+
+    def name(r) -> str:
+        key = (r["arm"], r["encoding"], r["settings"])
+        if name_best and key == best:
+            return f"the best configuration, seed {r['seed']}"
+        if r["stage"] == "ablation" and key in words:
+            return words[key]
+        rest = " + ".join(p for p in r["arm"].split(" + ") if p not in shared)
+        named = plain_arm(rest, r["encoding"], r["settings"]) if rest else label(r["encoding"])
+        if not rest and r["settings"]:
+            named += f" ({plain_arm('', r['encoding'], r['settings']).split(' (', 1)[1]}"
+        return named + (f", seed {r['seed']}" if r["seed"] else "")
+
+    first = rows["arm"].iloc[0].split(" + ") if len(rows) else []
+    every = ", ".join(ARM_WORDS.get(p, p) for p in first if p in shared)
+    sizes = {"in distribution (%)": "1-8"} | {f"{n} digits (%)": str(n) for n in (9, 12, 16, 32, 64)}
+    header = pd.MultiIndex.from_product([["exact match (%)"], sizes.values()])
+    out = rows[list(sizes)].round(1).set_axis(header, axis=1)
+    out[("holds to", "digits")] = rows["holds to (digits)"]
+    out[("final", "loss")] = rows["final loss"].round(3)
+    if costs:
+        out[("copy", "runs")] = rows["copy runs"].round(1)
+        out[("wall", "min")] = rows["wall (min)"].round(1)
+    index_name = f"run (every one: {every})" if every else "run"
+    return out.set_axis(pd.Index([name(r) for _, r in rows.iterrows()], name=index_name), axis=0)
+
+
+def addition_goal(results_dir: str | Path = ADDITION_DIR):
+    """The goal (`ADDITION_GOAL`) per seed of the best configuration: exact match (%) in
+    distribution, at 16 and at 32 digits, whether each meets its floor, and the longest n held at
+    90% or more (tried to 64)."""
+    rows = []
+    for cfg in addition_study()[:3]:
+        path = record_path(Path(results_dir), cfg)
+        if not path.exists():
+            rows.append({"seed": cfg.seed, "trained": False})
+            continue
+        rec = read_record(path)
+        got = {"in distribution": rec["in_distribution_mean"], "16 digits": rec["exact_match"]["16"]}
+        got["32 digits"] = rec["exact_match"]["32"]
+        row: dict[str, Any] = {"seed": cfg.seed, "trained": True}
+        for name, floor in ADDITION_GOAL.items():
+            row[f"{name} (%)"] = 100 * got[name]
+            row[f"{name} >= {100 * floor:g}%"] = got[name] >= floor
+        row["holds to (digits)"] = longest_held(rec["exact_match"])
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("seed")
+
+
+def places_example(cfg: RunConfig, n: int = 3, seed: int = 0):
+    """One sequence of an addition run as the model reads it: each token, its place, and the
+    position after the sequence's random offset (the first of `count` = 1 evaluation draws)."""
+    task = cfg.make_task()
+    batch = evaluation_batch(task, n, 1, seed, cfg.model)
+    keep = batch.tokens[0] != PAD  # a format whose sums vary in length pads the row: drop the padding
+    tokens = task.decode(batch.tokens[0][keep].tolist())
+    frame = {"token": tokens, "position": batch.positions[0][keep].tolist()}
+    if cfg.model.digit_places:
+        frame["place"] = place_layout(task, n, cfg.model)
+    return pd.DataFrame(frame).T
+
+
+def family_example(family: str, n: int, seed: int = 0) -> str:
+    """One sum of `family` at n digits, written as a reader would: "0 0 0 + 0 0 0 = 0 0 0 0"."""
+    fam = SUM_FAMILIES[family] if family in SUM_FAMILIES else None
+    if fam is None:
+        raise _unknown("sum family", family, SUM_FAMILIES)
+    a, b = (row[0].tolist() for row in fam.draw(n, 1, torch.Generator().manual_seed(seed)))
+    total = str(int("".join(map(str, a))) + int("".join(map(str, b)))).zfill(n + 1)
+    return f"{' '.join(map(str, a))} + {' '.join(map(str, b))} = {' '.join(total)}"
+
+
+def column_error_table(decisions: Mapping[str, Any], by: Sequence[str] = ("kind", "carry in")):
+    """Per kind of column (`by`: columns of `column_decisions`), for each named frame of
+    decisions (e.g. one per seed): the share of its digits wrong (%) and how many digits there
+    are, as one table: rows the kinds, columns (name, "wrong (%)") and (name, "digits")."""
+    parts = {}
+    for name, d in decisions.items():
+        g = d.groupby(list(by))["right"]
+        parts[name] = pd.DataFrame({"wrong (%)": 100 * (1 - g.mean()), "digits": g.size()})
+    return pd.concat(parts, axis=1)
+
+
+def plot_column_errors(tables: Mapping[str, Any], path: Path | None = None):
+    """One panel per kind of draw (`tables`: name -> `column_error_table` over seeds), bars of the
+    share of digits wrong (%) per kind of column and carry in, one bar per seed (the palette's
+    colours no encoding takes), on a log axis; a seed with no digit wrong is a cross at the floor."""
+    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.8), sharey=True, squeeze=False)
+    floor = 0.01
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        wrong = table.xs("wrong (%)", axis=1, level=1)
+        x = np.arange(len(wrong))
+        width = 0.8 / wrong.shape[1]
+        for i, seed in enumerate(wrong.columns):
+            at = x + (i - (wrong.shape[1] - 1) / 2) * width
+            some = wrong[seed].to_numpy() > 0
+            ax.bar(at[some], wrong[seed].to_numpy()[some], width, label=seed, color=ordinal_color(i))
+            ax.plot(at[~some], np.full((~some).sum(), floor), "x", color=ordinal_color(i), ms=5)
+        ax.set_xticks(x, [f"{kind}, carry in {c}" for kind, c in wrong.index], rotation=30, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylim(floor / 2, 100)
+        ax.set(title=f"{name}: digits wrong by kind of column", xlabel="the column's kind and its carry in")
+    axes[0][0].set_ylabel("digits wrong (%, log scale)")
+    seeds = list(tables.values())[0].xs("wrong (%)", axis=1, level=1).columns
+    handles = [Patch(facecolor=ordinal_color(i), label=s) for i, s in enumerate(seeds)]
+    handles.append(Line2D([], [], marker="x", ls="", color="black", label="that seed: none wrong"))
+    axes[0][-1].legend(handles=handles, fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
 
 
 def family_table(
@@ -8648,37 +8776,6 @@ def plot_structured(
     return fig
 
 
-def ten_task_addition_curves(results_dir: str | Path = RESULTS_DIR):
-    """Exact match against digits for the ten-task grid's addition runs (the paper's format, deep
-    shape) that have landed: encoding, seed, n, exact_match."""
-    chosen = experiment("addition-deep")
-    records, _ = load_available(chosen.runs(), chosen.results_dir(results_dir))
-    return exact_match_frame(records)[["encoding", "seed", "n", "exact_match"]]
-
-
-ARM_WORDS = {"lsd": "answer reversed", "msd": "answer in order", "places": "digit places"}
-ADDITION_SETTING_WORDS = {
-    "lr 0.003": "learning rate 3e-3",
-    "bidirectional (16 buckets, far from 6)": "bidirectional buckets",
-    "symmetric": "symmetric bias",
-    "table init std 1": "table started at std 1",
-    "batch_size 256": "batch 256",
-    "d_model 128": "d 128",
-    "steps 10000": "10,000 steps",
-    "P 160": "160 places",
-    "trained with operands=runs": "half the training operands in runs",
-}
-
-
-def plain_arm(arm: str, encoding: str, settings: str = "") -> str:
-    """An addition arm's legend entry in plain words: "lsd + places + window 2", RoPE -> "RoPE:
-    answer reversed, digit places, window of 2"; changed settings in brackets."""
-    words = [ARM_WORDS.get(p, p.replace("window ", "window of ")) for p in arm.split(" + ")]
-    for name, plain in ADDITION_SETTING_WORDS.items():
-        settings = settings.replace(name, plain)
-    return f"{label(encoding)}: {', '.join(words)}" + (f" ({settings})" if settings else "")
-
-
 def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
     """Exact match against digits (1-64), in four panels, each with the best configuration (mean
     of its seeds, the band their range) for reference and a legend of its own lines only: (a)
@@ -8802,54 +8899,7 @@ def plot_column_attention(table, n: int, path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 17. The experiments: every named set of runs the study trained, and the notebook that reads it
-# ---------------------------------------------------------------------------------------------
-# One row per experiment: its name (`sweep --grid NAME`), the function of the sections above that
-# builds its runs, the folder under results/ its records go to, and its notebook. The chapters hold
-# the mechanisms and the functions that name each run; this table is what was run.
-# `python -m lengen_helpers experiments` prints it with every set's runs, models, steps and records.
-def under_results(path: Path) -> str:
-    """A chapter's results folder as an experiment names it: relative to `RESULTS_DIR`."""
-    return path.relative_to(RESULTS_DIR).as_posix()
-
-
-STUDY_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str, str]] = [
-    ("main", grid, ".", "03_train_the_grid"),
-    ("sinusoidal-ablation", sinusoidal_ablation, under_results(ABLATION_DIR), "04_evaluate_lengths"),
-    ("paper-tasks", paper_tasks_runs, ".", "07_paper_tasks"),
-    *[
-        (task, functools.partial(paper_split_runs, task), ".", "07_paper_tasks")
-        for task in (*PAPER_TASKS, "scan", "pcfg")
-    ],
-    *[
-        (f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".", "07_paper_tasks")
-        for task, steps in LONGER_STEPS.items()
-    ],
-    ("ten-task-pilot", ten_task_pilot, "pilots", "07_paper_tasks"),
-    *[
-        (f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".", "07_paper_tasks")
-        for task, (shape, _) in CHOSEN_SHAPES.items()
-    ],
-    *[(f"{task}-pilot", functools.partial(second_pilot, task), "pilots", "07_paper_tasks") for task in SECOND_PILOT],
-    ("pcfg-deep", pcfg_deep_runs, ".", "07_paper_tasks"),
-    ("lego-width", lego_width, "pilots", "07_paper_tasks"),
-    ("cliff", cliff_interventions, under_results(INTERVENTIONS_DIR), "09_what_moves_the_cliff"),
-    ("scratchpad-pilot", scratchpad_pilot, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-addition", scratchpad_addition, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-tasks", scratchpad_tasks, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-components", scratchpad_components, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("addition-pilot", addition_pilot, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
-    ("addition-places", addition_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
-    ("addition-structured", structured_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
-    ("addition-exact", exactness_tries, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
-]
-for row in STUDY_EXPERIMENTS:
-    register_experiment(*row)
-
-
-# ---------------------------------------------------------------------------------------------
-# 18. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
+# 26. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -9114,7 +9164,7 @@ def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
 
 
 # ---------------------------------------------------------------------------------------------
-# 19. Command line
+# 27. Command line
 # ---------------------------------------------------------------------------------------------
 
 

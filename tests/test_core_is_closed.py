@@ -41,7 +41,7 @@ def late_references(source: str) -> list[str]:
 
     def in_text(text: str) -> list[str]:
         named = [w for w in re.findall(r"`([A-Za-z_][A-Za-z_0-9]*)", text) if w in chapter]
-        return named + re.findall(r"\bsections? (?:9|1\d)\b", text)
+        return named + re.findall(r"\bsections? (?:9|[12]\d)\b", text)
 
     found = []
     for node in tree.body[1:]:  # the module docstring lists every section
@@ -90,6 +90,44 @@ def test_the_check_finds_a_comment_or_docstring_about_a_later_section():
     assert [r.split(" -> ")[1] for r in late_references(planted)] == ["section 15"]
     planted = SOURCE.replace('"""Greedy decoding:', '"""Greedy decoding (as `scratchpad_metrics` reads it):', 1)
     assert [r.split(" -> ")[1] for r in late_references(planted)] == ["scratchpad_metrics"]
+
+
+def presentation_part(source: str) -> tuple[int, set[str]]:
+    """The first line of the part of tables, figures and verdicts (sections 18-25: from its banner
+    to the benchmarks) and the names of the definitions it holds."""
+    lines = source.splitlines()
+    start = next(i for i, line in enumerate(lines, 1) if line.startswith("# Tables, figures and verdicts:"))
+    end = next(i for i, line in enumerate(lines, 1) if re.match(r"# \d+\. Benchmarks", line))
+    defs = (n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef)))
+    return start, {n.name for n in defs if start < n.lineno < end}
+
+
+def presentation_references(source: str) -> list[str]:
+    """'line:where -> name' for each name that sections 1-17 (the mechanisms and the experiments)
+    use and only the part of tables, figures and verdicts defines."""
+    start, shown = presentation_part(source)
+    found = []
+    for node in ast.parse(source).body[1:]:
+        if node.lineno >= start:
+            break
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in shown:
+                found.append(f"{node.lineno}:{getattr(node, 'name', type(node).__name__)} -> {sub.id}")
+    return found
+
+
+def test_the_mechanisms_call_nothing_of_what_the_notebooks_show():
+    assert presentation_references(SOURCE) == []
+    shown = presentation_part(SOURCE)[1]
+    assert {"plot_by_length", "AttentionExplorer", "scratchpad_claims", "structured_goal", "with_blanks"} <= shown
+    assert not {"bootstrap_means", "scratchpad_metrics", "family_exact_match", "train_run"} & shown
+    planted = SOURCE.replace(
+        "def carry_into_zeros(a: Tensor, b: Tensor) -> float:\n",
+        "def carry_into_zeros(a: Tensor, b: Tensor) -> float:\n    plot_structured  # planted\n",
+        1,
+    )
+    assert planted != SOURCE
+    assert [r.split(" -> ")[1] for r in presentation_references(planted)] == ["plot_structured"]
 
 
 def test_the_model_config_holds_only_the_model_s_own_settings():
