@@ -454,3 +454,43 @@ def test_the_two_valued_and_skewed_families_cover_what_they_say():
     # the isolated carry sits at every column
     where = {a.find(next(c for c in a if c != "0")) for a, _, _ in sums("one carry among zeros", 6, count=256)}
     assert where == set(range(6))
+
+
+def test_digit_set_sums_draw_only_their_digits_and_are_true_sums():
+    value = lambda d: sum(int(v) * 10**i for i, v in enumerate(reversed(d)))  # noqa: E731
+    for pair in [(0, 9), (3, 4), (1, 8)]:
+        task = L.DigitSetAddition(pair, answer="lsd")
+        x, y = task.sample(12, 200, torch.Generator().manual_seed(1))
+        a, b = x[:, :12] - L.N_SPECIAL, x[:, 13:] - L.N_SPECIAL
+        assert set(torch.cat([a, b]).unique().tolist()) == set(pair)  # both digits, nothing else
+        for row_a, row_b, row_y in zip(a.tolist(), b.tolist(), (y - L.N_SPECIAL).tolist()):
+            assert value(row_y[::-1]) == value(row_a) + value(row_b)
+    assert L.DigitSetAddition((9, 0)).prompt_key != L.DigitSetAddition((0, 8)).prompt_key
+    assert len(L.DIGIT_PAIRS) == 45 and (0, 9) in L.DIGIT_PAIRS
+    with pytest.raises(ValueError, match="digits must be integers from 0 to 9"):
+        L.DigitSetAddition((0, 10))
+    with pytest.raises(ValueError, match="format 'equal' only"):
+        L.DigitSetAddition((0, 9), format="paper")
+
+
+def test_digit_pair_scores_compute_what_the_cache_lacks_and_keep_the_rest(tmp_path, monkeypatch):
+    cfgs = [L.structured_run(seed=s) for s in range(2)]
+    for cfg in cfgs:
+        L._atomic_json(L.record_path(tmp_path, cfg), {"config": cfg.to_dict()})
+    seen = []
+    monkeypatch.setattr(L, "load_run_model", lambda cfg, results_dir: cfg.seed)
+    monkeypatch.setattr(
+        L,
+        "exact_match_by_length",
+        lambda model, task, sizes, n, seed: (
+            seen.append((model, task.prompt_key)) or {n: 0.5 + model / 4 for n in sizes}
+        ),
+    )
+    cache = tmp_path / "pairs.csv"
+    first = L.digit_pair_scores(cfgs[:1], sizes=(8, 64, 256), results_dir=tmp_path, cache=cache)
+    assert len(first) == 45 * 2 and set(first["n"]) == {8, 64}  # 256 digits lie past its places: not scored
+    assert len(seen) == 45 and seen[0][1].endswith("digits 01")
+    both = L.digit_pair_scores(cfgs, sizes=(8, 64, 256), results_dir=tmp_path, cache=cache)
+    assert len(seen) == 90  # seed 0 read from the cache, seed 1 computed
+    assert both.groupby("seed")["exact_match"].first().tolist() == [0.5, 0.75]
+    assert both["pair"].iloc[0] == "01" and len(pd.read_csv(cache)) == 180
