@@ -494,3 +494,41 @@ def test_digit_pair_scores_compute_what_the_cache_lacks_and_keep_the_rest(tmp_pa
     assert len(seen) == 90  # seed 0 read from the cache, seed 1 computed
     assert both.groupby("seed")["exact_match"].first().tolist() == [0.5, 0.75]
     assert both["pair"].iloc[0] == "01" and len(pd.read_csv(cache)) == 180
+
+
+def test_exactness_goal_takes_the_lowest_cell_over_random_sums_and_every_family(tmp_path):
+    sizes = [*range(1, 65), 128, 256]
+    cfgs = [L.exact_run(seed=s) for s in range(2)]
+    perfect = {n: 1.0 for n in sizes}
+    write_scored(tmp_path, cfgs[0], perfect, {"zeros and nines": perfect})
+    write_scored(tmp_path, cfgs[1], {**perfect, 200: 1.0}, {"zeros and nines": {**perfect, 9: 0.985, 256: 0.97}})
+    families = [*L.TEN_FAMILIES, "zeros and nines"]
+    goal = L.exactness_goal([*cfgs, L.exact_run(seed=2)], results_dir=tmp_path, families=families)
+    assert goal.loc[0, ">= 99% everywhere"] and goal.loc[0, "cells short of it"] == 0
+    assert (
+        goal.loc[1, "lowest (%)"] == pytest.approx(97.0) and goal.loc[1, "lowest at"] == "zeros and nines, 256 digits"
+    )
+    assert not goal.loc[1, ">= 99% everywhere"] and goal.loc[1, "cells short of it"] == 2
+    assert goal.loc[1, "scored to (digits)"] == 256 and not goal.loc[2, "trained"]
+
+
+def test_digit_pair_table_finds_the_worst_pair_and_counts_the_cells_short():
+    scores = pd.DataFrame(
+        [
+            {"seed": s, "config_hash": "h", "pair": p, "n": n, "exact_match": 1.0 - (s == 1) * (p == "09") * n / 1000}
+            for s in (0, 1)
+            for p in ("01", "09")
+            for n in (8, 64)
+        ]
+    )
+    table = L.digit_pair_table(scores)
+    assert table.loc[64, "lowest (%)"] == pytest.approx(93.6) and table.loc[64, "at pair"] == "{0, 9} (seed 1)"
+    assert table.loc[8, "cells under 99%"] == 0 and table.loc[64, "cells under 99%"] == 1
+    assert table.loc[64, "cells"] == 4 and table.loc[64, "seeds"] == 2
+
+
+def test_training_carry_views_count_the_view_each_sampler_gives():
+    views = L.training_carry_views(count=4000)
+    assert list(views.index) == ["uniform", "runs", "mixed"]
+    assert views["mixed"] > 1.5 * views["uniform"] > 0  # what the mixture is for
+    assert 0.002 < views["uniform"] < 0.007  # 0 + 0 is 1 in 100 columns; a carry comes into about half
