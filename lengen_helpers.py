@@ -7021,6 +7021,31 @@ for row in STUDY_EXPERIMENTS:
     register_experiment(*row)
 
 
+def trained_runs_of(task: str, results_dir: str | Path | None = None) -> list[tuple[str, RunConfig, dict[str, Any]]]:
+    """(experiment, config, record) for every trained run of `task` (its name, in any format) in
+    every experiment, in the table's order; a run in two experiments stands once, where first
+    listed. `results_dir`: the results root (`RESULTS_DIR` if None)."""
+    seen, out = set(), []
+    for name, e in EXPERIMENTS.items():
+        for cfg in e.runs():
+            path = record_path(e.results_dir(RESULTS_DIR if results_dir is None else results_dir), cfg)
+            if cfg.task == task and cfg.hash not in seen and path.exists():
+                seen.add(cfg.hash)
+                out.append((name, cfg, read_record(path)))
+    return out
+
+
+def loss_at(record: dict[str, Any], step: int) -> float:
+    """A record's training loss at `step`: the mean over the `loss_curve` interval ending there."""
+    curve = record["loss_curve"]
+    if step % curve["every"] or not 0 < step <= curve["every"] * len(curve["mean_loss"]):
+        raise ValueError(
+            f"{record['name']} logs its loss every {curve['every']} steps to step "
+            f"{curve['every'] * len(curve['mean_loss'])}; no interval ends at {step}"
+        )
+    return float(curve["mean_loss"][step // curve["every"] - 1])
+
+
 # =============================================================================================
 # Tables, figures and verdicts: what the notebooks show, one section per chapter, in the
 # chapters' order. Everything here reads what the mechanisms above compute or what the
@@ -7857,6 +7882,77 @@ def flagged_ranks(rr, goal):
         columns=per_task.columns,
     )
     return (per_task.map("{:.2f}".format) + marks).rename(columns=label)
+
+
+def shapes_tried(task: str, window: int = 2000, falling: float = 0.1):
+    """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
+    rate, encoding) in the order first trained: its experiment, layers x width, seeds, the mean exact
+    match over the training sizes (%; median and range over seeds), the training loss at the end
+    (median), its change over the last `window` steps (%, median) and how many seeds' loss still
+    falls there by more than the fraction `falling`."""
+    rows = []
+    for name, cfg, rec in trained_runs_of(task):
+        end = cfg.steps
+        last, before = loss_at(rec, end), loss_at(rec, end - window)
+        shape = f"{cfg.model.n_layers} x {cfg.model.d_model}"
+        rows.append(
+            {"format": cfg.make_task().key, "experiment": name, "shape": shape, "steps": end, "learning rate": cfg.lr}
+            | {
+                "encoding": label(cfg.model.encoding),
+                "seed": cfg.seed,
+                "in": 100 * rec["in_distribution_mean"],
+                "loss": last,
+                "change": 100 * (last / before - 1),
+                "falling": last < (1 - falling) * before,
+            }
+        )
+    runs = pd.DataFrame(rows)
+    keys = ["format", "shape", "steps", "learning rate", "encoding"]
+    out = runs.groupby(keys, sort=False).agg(
+        experiment=("experiment", "first"),
+        seeds=("seed", "nunique"),
+        median=("in", "median"),
+        lowest=("in", "min"),
+        highest=("in", "max"),
+        loss=("loss", "median"),
+        change=("change", "median"),
+        falling=("falling", "sum"),
+    )
+    return out.rename(
+        columns={
+            "median": "in distribution (%, median)",
+            "lowest": "lowest (%)",
+            "highest": "highest (%)",
+            "loss": "final loss (median)",
+            "change": f"loss change over the last {window:,} steps (%, median)",
+            "falling": f"seeds still falling (> {100 * falling:g}%)",
+        }
+    ).reset_index()
+
+
+def plot_shapes_tried(
+    task: str, encodings: Sequence[str] = ("nope", "sinusoidal"), seed: int = 0, path: Path | None = None
+):
+    """Training loss against step for every model tried on `task` (`trained_runs_of`), seed
+    `seed`: one panel per encoding, one line per (shape, steps, learning rate), on a log axis."""
+    fig, axes = plt.subplots(1, len(encodings), figsize=(6.5 * len(encodings), 4.6), sharey=True, squeeze=False)
+    for ax, enc in zip(axes[0], encodings):
+        runs = [(c, r) for _, c, r in trained_runs_of(task) if c.model.encoding == enc and c.seed == seed]
+        for i, (cfg, rec) in enumerate(runs):
+            curve = rec["loss_curve"]
+            steps = curve["every"] * np.arange(1, len(curve["mean_loss"]) + 1)
+            name = f"{cfg.model.n_layers} x {cfg.model.d_model}, {cfg.steps:,} steps, lr {cfg.lr:g}"
+            ax.plot(steps, curve["mean_loss"], color=ordinal_color(i), lw=1.4, label=name)
+        ax.set_yscale("log")
+        ax.set(title=f"{task_title(task)}, {label(enc)}, seed {seed}", xlabel="training step")
+        if runs:
+            ax.legend(title="layers x width", fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no run trained", ha="center", transform=ax.transAxes)
+    axes[0][0].set_ylabel("training loss per answer token (log scale)")
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------

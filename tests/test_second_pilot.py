@@ -3,6 +3,7 @@
 
 import json
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -122,3 +123,31 @@ def test_the_pcfg_grid_holds_the_second_pilots_runs_and_lego_width_is_the_wide_s
     assert [c.encoding for c in lego] == ["nope", "sinusoidal"] and all(c.seed == 0 for c in lego)
     assert all((c.model.n_layers, c.model.d_model, c.steps) == (4, 128, 10_000) for c in lego)
     assert lego[0].task_options == {"format": "paper"}
+
+
+def test_trained_runs_of_a_task_and_the_shapes_tried_read_every_experiment(tmp_path, monkeypatch):
+    monkeypatch.setattr(L, "EXPERIMENTS", {})
+    monkeypatch.setattr(L, "RESULTS_DIR", tmp_path)
+    small = [L.make_run("lego", e, s, steps=4000, eval_max_len=24) for e in ("nope", "rope") for s in (0, 1)]
+    deep = [L.make_run("lego", "nope", 0, steps=6000, n_layers=6, eval_max_len=24)]
+    L.register_experiment("small", lambda: small, ".", "07_paper_tasks")
+    L.register_experiment("deep", lambda: [*deep, small[0]], "deep", "07_paper_tasks")
+    falling = {"every": 1000, "mean_loss": [1.0, 0.8, 0.6, 0.5, 0.4, 0.3]}  # -40% over its last 2,000 steps
+    for cfg, folder in [*((c, tmp_path) for c in small[:3]), (deep[0], tmp_path / "deep")]:
+        curve = falling if cfg.model.n_layers == 6 else {"every": 1000, "mean_loss": [1.0, 0.5, 0.5, 0.5]}
+        rec = {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash, "training_revision": 2}
+        rec |= {"in_distribution_mean": 0.8 + 0.01 * cfg.seed, "loss_curve": curve, "exact_match": {"1": 1.0}}
+        L._atomic_json(L.record_path(folder, cfg), rec)
+    runs = L.trained_runs_of("lego")
+    assert [(e, c.hash) for e, c, _ in runs] == [("small", c.hash) for c in small[:3]] + [("deep", deep[0].hash)]
+    assert L.trained_runs_of("copy") == []
+    table = L.shapes_tried("lego")
+    assert list(table["shape"]) == ["3 x 64", "3 x 64", "6 x 64"] and list(table["seeds"]) == [2, 1, 1]
+    assert table.loc[0, "in distribution (%, median)"] == pytest.approx(80.5) and table.loc[0, "lowest (%)"] == 80
+    assert list(table["seeds still falling (> 10%)"]) == [0, 0, 1]
+    assert table.loc[2, "loss change over the last 2,000 steps (%, median)"] == pytest.approx(-40.0)
+    with pytest.raises(ValueError, match="no interval ends at 2500"):
+        L.loss_at(runs[0][2], 2500)
+    fig = L.plot_shapes_tried("lego", path=tmp_path / "f.png")
+    assert [len(ax.get_lines()) for ax in fig.axes] == [2, 0] and (tmp_path / "f.png").exists()
+    plt.close(fig)
