@@ -7884,6 +7884,22 @@ def flagged_ranks(rr, goal):
     return (per_task.map("{:.2f}".format) + marks).rename(columns=label)
 
 
+def runs_against_level(configs: Sequence[RunConfig], level: float, results_dir: str | Path = RESULTS_DIR):
+    """One row per run of `configs` (encoding, seed): whether it is trained, its mean exact match
+    over the training sizes (%) and whether that reaches `level` (a fraction; None untrained)."""
+    rows = []
+    for cfg in configs:
+        path = record_path(Path(results_dir), cfg)
+        rec = read_record(path) if path.exists() else None
+        score = 100 * rec["in_distribution_mean"] if rec else float("nan")
+        clears = bool(rec["in_distribution_mean"] >= level) if rec else None
+        rows.append(
+            {"encoding": label(cfg.model.encoding), "seed": cfg.seed, "trained": rec is not None}
+            | {"in distribution (%)": score, "clears": clears}
+        )
+    return pd.DataFrame(rows)
+
+
 def shapes_tried(task: str, window: int = 2000, falling: float = 0.1):
     """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
     rate, encoding) in the order first trained: its experiment, layers x width, seeds, the mean exact
@@ -7934,23 +7950,38 @@ def plot_shapes_tried(
     task: str, encodings: Sequence[str] = ("nope", "sinusoidal"), seed: int = 0, path: Path | None = None
 ):
     """Training loss against step for every model tried on `task` (`trained_runs_of`), seed
-    `seed`: one panel per encoding, one line per (shape, steps, learning rate), on a log axis."""
-    fig, axes = plt.subplots(1, len(encodings), figsize=(6.5 * len(encodings), 4.6), sharey=True, squeeze=False)
+    `seed`: one panel per encoding, one line per (format, shape, steps, learning rate), a colour
+    per shape and learning rate, a line style per format, on a log axis; the legend below the panels."""
+    runs = [(c, r) for _, c, r in trained_runs_of(task) if c.seed == seed and c.model.encoding in encodings]
+    shapes = list(dict.fromkeys((c.model.n_layers, c.model.d_model, c.lr) for c, _ in runs))
+    formats = list(dict.fromkeys(c.make_task().key for c, _ in runs))
+    colours = dict(zip(shapes, plt.cm.viridis(np.linspace(0, 0.85, max(len(shapes), 1)))))
+    fig, axes = plt.subplots(1, len(encodings), figsize=(6.5 * len(encodings), 4.4), sharey=True, squeeze=False)
+    handles: dict[str, Any] = {}
     for ax, enc in zip(axes[0], encodings):
-        runs = [(c, r) for _, c, r in trained_runs_of(task) if c.model.encoding == enc and c.seed == seed]
-        for i, (cfg, rec) in enumerate(runs):
-            curve = rec["loss_curve"]
+        mine = [(c, r) for c, r in runs if c.model.encoding == enc]
+        for cfg, rec in mine:
+            curve, shape = rec["loss_curve"], (cfg.model.n_layers, cfg.model.d_model, cfg.lr)
             steps = curve["every"] * np.arange(1, len(curve["mean_loss"]) + 1)
-            name = f"{cfg.model.n_layers} x {cfg.model.d_model}, {cfg.steps:,} steps, lr {cfg.lr:g}"
-            ax.plot(steps, curve["mean_loss"], color=ordinal_color(i), lw=1.4, label=name)
+            style = ("-", "--", ":", "-.")[formats.index(cfg.make_task().key) % 4]
+            lw = 2.2 if cfg.steps > 5_000 else 1.2
+            name = f"{task_title(cfg.make_task().key)}: {shape[0]} x {shape[1]}, {cfg.steps:,} steps, lr {cfg.lr:g}"
+            (line,) = ax.plot(steps, curve["mean_loss"], color=colours[shape], ls=style, lw=lw, label=name)
+            handles.setdefault(name, line)
         ax.set_yscale("log")
         ax.set(title=f"{task_title(task)}, {label(enc)}, seed {seed}", xlabel="training step")
-        if runs:
-            ax.legend(title="layers x width", fontsize=8)
-        else:
+        if not mine:
             ax.text(0.5, 0.5, "no run trained", ha="center", transform=ax.transAxes)
     axes[0][0].set_ylabel("training loss per answer token (log scale)")
-    fig.tight_layout()
+    fig.legend(
+        handles.values(),
+        handles.keys(),
+        loc="lower center",
+        ncol=2,
+        fontsize=8,
+        title="format: layers x width, steps, learning rate (thick: more than 5,000 steps)",
+    )
+    fig.tight_layout(rect=(0, 0.06 * (1 + len(handles) // 2), 1, 1))
     save_figure(fig, path)
     return fig
 

@@ -150,4 +150,16 @@ def test_trained_runs_of_a_task_and_the_shapes_tried_read_every_experiment(tmp_p
         L.loss_at(runs[0][2], 2500)
     fig = L.plot_shapes_tried("lego", path=tmp_path / "f.png")
     assert [len(ax.get_lines()) for ax in fig.axes] == [2, 0] and (tmp_path / "f.png").exists()
+    assert len(fig.legends[0].get_texts()) == 2  # one entry per (format, shape, steps, rate)
     plt.close(fig)
+
+
+def test_runs_against_a_level_mark_untrained_runs_and_the_ones_short_of_it(tmp_path):
+    cfgs = [L.make_run("pcfg", e, 0, eval_max_len=16) for e in ("nope", "rope", "t5")]
+    for cfg, score in zip(cfgs[:2], (0.85, 0.80)):
+        rec = {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash, "training_revision": 2}
+        rec |= {"in_distribution_mean": score, "exact_match": {}, "loss_curve": {"every": 1, "mean_loss": [1.0]}}
+        L._atomic_json(L.record_path(tmp_path, cfg), rec)
+    table = L.runs_against_level(cfgs, 0.83, results_dir=tmp_path)
+    assert list(table["trained"]) == [True, True, False] and list(table["clears"]) == [True, False, None]
+    assert table.loc[0, "in distribution (%)"] == pytest.approx(85.0) and table["in distribution (%)"].isna()[2]
