@@ -8982,7 +8982,7 @@ def exactness_goal(
                 "trained": True,
                 "scored to (digits)": max(n for _, _, n in cells),
                 "lowest (%)": 100 * low,
-                "lowest at": f"{family}, {n} digits",
+                "lowest at": f"{family}, {n} digits" if low < 1 else "none below 100%",
                 f">= {100 * EXACT_GOAL:g}% everywhere": bool(low >= EXACT_GOAL),
                 "cells short of it": sum(v < EXACT_GOAL for v, _, _ in cells),
             }
@@ -9014,20 +9014,21 @@ def plot_structured(
     path: Path | None = None,
     results_dir: str | Path = ADDITION_DIR,
     note: str | None = None,
+    families: Sequence[str] = TEN_FAMILIES,
 ):
     """Exact match against digits for each configuration (label -> its seeds' runs; one encoding
     each, drawn in its colour, a line style per configuration): left on random sums (mean of the
     seeds, band their range), its y axis zoomed to where they lie (said in its label) when all
-    lie high; right the worst family at each size scored (the lowest over the families and
-    seeds), on 0-100%. `note`: a title for the legend (what a label's terms mean)."""
+    lie high; right the worst of `families` at each size scored (the lowest over the families
+    and seeds), on 0-100%. `note`: a title for the legend (what a label's terms mean)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
     styles = ("--", "-", ":", "-.")
-    lowest, families = 100.0, 0
+    lowest, drawn = 100.0, 0
     for i, (name, configs) in enumerate(runs.items()):
         records = [read_record(p) for c in configs if (p := record_path(Path(results_dir), c)).exists()]
         if not records:
             continue
-        scores = [family_scores(r) for r in records]
+        scores = [family_scores(r, families) for r in records]
         color, style = encoding_color(configs[0].encoding), styles[i % len(styles)]
         random = pd.DataFrame([s["random"] for s in scores])
         tag = f"{name} ({len(records)} seed{'s' if len(records) > 1 else ''})"
@@ -9035,15 +9036,15 @@ def plot_structured(
         left.fill_between(random.columns, 100 * random.min(), 100 * random.max(), color=color, alpha=0.15)
         lowest = min(lowest, 100 * float(random.min().min()))
         worst = pd.concat([pd.DataFrame([s[f] for s in scores]).min() for f in scores[0] if f != "random"], axis=1)
-        families = max(families, worst.shape[1])
+        drawn = max(drawn, worst.shape[1])
         right.plot(worst.index, 100 * worst.min(axis=1), color=color, ls=style, lw=2, marker=".", label=tag)
     top = max(c.eval_max_len for configs in runs.values() for c in configs)
-    ticks = [n for n in (1, 2, 4, 8, 16, 32, 64, 128) if n <= top]
+    ticks = [n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if n <= top]
     floor = min(math.floor(lowest), 99) if lowest >= 50 else None  # all high: zoom to where they lie
     zoom = f" (y axis from {floor}%)" if floor is not None else ""
     titles = (
         (left, f"Random sums: exact match against digits{zoom}"),
-        (right, f"The worst of the {families} structured families" if families else "The worst structured family"),
+        (right, f"The worst of the {drawn} structured families" if drawn else "The worst structured family"),
     )
     for ax, title in titles:
         ax.axvline(8, color="gray", ls=":", lw=1, label="longest training size (8 digits)")

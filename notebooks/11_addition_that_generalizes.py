@@ -479,6 +479,125 @@ below[below.drop(columns="digits").max(axis=1) > 0].round(2)
 # breaks is measured here; why is not.
 
 # %% [markdown]
+# ## Towards an exact carry rule
+#
+# Each change is tried on seed 0, the seed that fails most on zeros and nines, one at a time
+# (`L.EXACTNESS_TRIES`): twice the steps (20,000); a fourth layer; and the training mixture. The
+# wrong digits above sit where a carry reaches a column of 0 + 0. How often a column of the
+# training sums shows that view, by the distribution training draws from (20,000 sums of 8
+# digits, `L.training_carry_views`):
+
+# %%
+views = L.training_carry_views()
+views.map(lambda v: f"1 column in {1 / v:.0f}").to_frame()
+
+# %% [markdown]
+# Operands in runs show it less often than uniform digits. The mixture (`operands="mixed"`) draws
+# a third of its training sums uniformly, a third in runs and a third sparse: each digit 0 with
+# one probability per sum, drawn uniformly from 0 to 1, else uniform. Sparse sums are a deviation
+# of the kind runs are: zeros with a carry among them, which the families *one carry among zeros*
+# and *both short* test, are now drawn for at 1-8 digits; digits only 0 or 9 and the other
+# two-valued sets are not. Each try against the goal of this section, at least 99% on random sums
+# and on all 16 families at every size scored (here to 128 digits), and the lowest per family:
+
+# %%
+tried = {"chosen": L.structured_run(seed=0, **L.STRUCTURED_BEST)}
+tried |= dict(zip(["20,000 steps", "4 layers", "the mixture"], L.exactness_tries()))
+tries_goal = L.exactness_goal(list(tried.values()))
+tries_goal.index = list(tried)
+display(tries_goal.round(1))
+L.with_blanks(L.family_lowest({k: [c] for k, c in tried.items()}, families=tuple(L.SUM_FAMILIES)).round(1))
+
+# %% [markdown]
+# Column by column, as above: the share of digits wrong (%) per kind of column and carry in, at
+# 64 digits, 256 sums of every digit 0 or 9, for each try:
+
+# %%
+try_decisions = {}
+for name, cfg in tried.items():
+    model, task = L.load_run_model(cfg, L.ADDITION_DIR), cfg.make_task()
+    sums = L.StructuredAddition("zeros and nines", **task.format)
+    try_decisions[name] = L.column_decisions(model, task, 64, sums)
+L.column_error_table(try_decisions).xs("wrong (%)", axis=1, level=1).round(2)
+
+# %% [markdown]
+# Twice the steps and a fourth layer each lift every digit 0 or 9 (its lowest from 10.5% to 68.4%
+# and 61.3%) without making the rule exact: more cells fall short of 99% with 20,000 steps than
+# without (144 against 112; one carry among zeros now falls to 94.1% at 63 digits), and with 4
+# layers the carries dropped into a column of 0 + 0 remain (2.95% of those digits wrong at 64
+# digits) where the other kinds of error go. Trained on the mixture, every family holds 100% at
+# every size scored to 128 digits, and no digit of any kind is wrong at 64 digits; its lowest cell
+# is random sums at 37 digits, 99.6% (one sum of 256). The mixture is the change kept; one seed
+# each, so which change works is a hypothesis until more seeds are trained.
+
+# %% [markdown]
+# ### The mixture on three seeds, to 256 digits
+#
+# The mixture on seeds 0, 1 and 2 (`L.EXACT_BEST`), trained as before on 1-8 digits, with room
+# for 256 digits (32 times the longest training size: a sum's places reach 259, so P = 320, the
+# ratio to the longest size scored kept as before) and scored at every size to 256 on random sums
+# and every 16th from 64 on the 16 families. Against the goal, at least 99% everywhere on every
+# seed:
+
+# %%
+exact = [L.exact_run(seed=s) for s in range(3)]
+goal_exact = L.exactness_goal(exact)
+display(goal_exact.round(1))
+met = goal_exact["trained"].all() and goal_exact[">= 99% everywhere"].all()
+print(f"At least 99% at every size scored, on random sums and every family, on all {len(exact)} seeds: {bool(met)}")
+
+# %%
+sizes_256 = (1, 2, 4, 8, 16, 32, 64, 128, 192, 256)
+L.with_blanks(L.family_table({"the mixture": exact}, sizes=sizes_256, families=tuple(L.SUM_FAMILIES)).round(1),
+              decimals=1)
+
+# %% [markdown]
+# Beyond every sampler: each of the 45 pairs of digits on its own, every digit of both operands
+# one of the two (`L.DigitSetAddition`; the family *two digits* draws one pair per sum), 256 sums
+# per pair, size and seed, scored from the saved weights (`L.digit_pair_scores`, cached in
+# `results/addition/digit_pairs.csv`). Per size, the lowest pair over the seeds:
+
+# %%
+pairs = L.digit_pair_scores(exact)
+L.digit_pair_table(pairs).round(1)
+
+# %% [markdown]
+# Column by column at 256 digits, the three seeds, on every digit 0 or 9 and on uniform digits
+# (digits wrong, %):
+
+# %%
+exact_decisions = {}
+for cfg in exact:
+    model, task = L.load_run_model(cfg, L.ADDITION_DIR), cfg.make_task()
+    for name, family in draws.items():
+        sums = L.StructuredAddition(family, **task.format) if family else None
+        exact_decisions[name, f"seed {cfg.seed}"] = L.column_decisions(model, task, 256, sums)
+exact_columns = {n: L.column_error_table({s: d for (m, s), d in exact_decisions.items() if m == n}) for n in draws}
+pd.concat({n: t.xs("wrong (%)", axis=1, level=1) for n, t in exact_columns.items()}, axis=1).round(2)
+
+# %%
+compared_exact = {"the chosen configuration (P = 160)": chosen, "trained on the mixture (P = 320)": exact}
+fig = L.plot_structured(compared_exact, L.FIGURES_DIR / "11_exact_sums.png", note=places, families=L.SUM_FAMILIES)
+plt.show()
+
+# %% [markdown]
+# **Exact on one seed of three.** Seed 2 is right on every sum tested: random sums and all 16
+# families at every size scored from 1 to 256 digits, 32 times the longest training size, and
+# each of the 45 digit pairs at 8, 64, 128 and 256 digits. The other two seeds are not. Seed 0
+# falls with every digit 0 or 9 from 15 digits on (91.8% at 64, 68.8% at 256), where the same
+# mixture at P = 160 held it at 100% to 128 digits; at 256 digits its wrong digits are now 9 + 9
+# columns with a carry in (1.15% of them), not carries dropped into 0 + 0. Seed 1 holds every
+# digit 0 or 9 at 100% but falls on the pair {5, 9}, already inside the training range (98.8% at 8
+# digits, 61.7% at 256), on a number added to itself (96.5% at 192 digits) and on random sums once
+# (98.8% at 143 digits). Every column of a {5, 9} sum makes a carry, yet *carry everywhere*
+# (every column's digits sum to 10 or more, the digits otherwise uniform) holds 100% on every
+# seed: the pair is a kind of sum no family drew. The goal of this section, at least 99% at every
+# size to 256 on every seed, is met on one seed, and so is the weaker one (99% to 64 digits, 95%
+# beyond): seed 1 is under 99% at 17 digits (a number added to itself, 98.8%), seed 0 under 95%
+# at 32. Whether the wider range of places (P = 320) or the run's chance made seed 0 at P = 320
+# differ from seed 0 at P = 160 cannot be told from one run each.
+
+# %% [markdown]
 # ## Compute
 
 # %%
@@ -507,6 +626,11 @@ if goal_structured["trained"].all():
     method = "the same, + above the top digit, operands in runs"
     ours = [method, "1-8", 128, round(at128, 1), "worst of 3 seeds, 11 kinds of sum"]
     cited.loc["this study, structured sums"] = ours
+if goal_exact["trained"].all():
+    scored = [L.family_scores(L.read_record(L.record_path(L.ADDITION_DIR, c)), L.SUM_FAMILIES) for c in exact]
+    at256 = 100 * min(em[256] for fams in scored for em in fams.values())
+    ours = ["the same, trained on the mixture", "1-8", 256, round(at256, 1), "worst of 3 seeds, 17 kinds of sum"]
+    cited.loc["this study, the mixture"] = ours
 cited["ratio"] = (cited["test_digits"] / cited["train_digits"].str.split("-").str[1].astype(int)).round(2)
 with pd.option_context("display.max_colwidth", None):
     display(cited)
@@ -520,19 +644,23 @@ with pd.option_context("display.max_colwidth", None):
 #   and two places), not for four places, though that model too learned every training size. It
 #   is an inductive bias chosen for this task's structure, as position coupling is: it tells
 #   nothing about an encoding's length generalization on a task whose dependencies are not local.
-# - 128 digits is the longest size tried (P = 160 places; a sum of n digits uses places up to
-#   n + 3, plus its offset). The cited works test at 100 or 200 digits, with their own models and
-#   training, so the comparison above is of ratios, not of scale.
-# - The goal holds for the inputs it was judged on: at each size, 256 random sums and 256 of each
-#   of the ten families. The six further families show it does not hold for every input: digits
-#   only 0 or 9, two-valued digits and a number added to itself fall below 99% within or near the
-#   training range's reach (the table in *Sums no sampler favours*). The chosen configuration
+# - 256 digits is the longest size tried, by the mixture's runs (P = 320 places; a sum of n digits
+#   uses places up to n + 3, plus its offset); the runs before it stop at 128 (P = 160). The cited
+#   works test at 100 or 200 digits, with their own models and training, so the comparison above
+#   is of ratios, not of scale.
+# - Every goal holds for the inputs it was judged on: at each size, 256 random sums and 256 of each
+#   family (ten, then 16), and for the mixture 256 of each of the 45 digit pairs at four sizes.
+#   The further families show the chosen configuration does not hold for every input (the table in
+#   *Sums no sampler favours*); the mixture holds on every input tested on one seed of three, and
+#   the digit pairs found a failure of another seed that no family drew. The chosen configuration
 #   trains on operands in runs, so repeated digits and zero padding are in its training
-#   distribution (at 1-8 digits); the carry families are not drawn for.
-# - Compute not counted above: the evaluation at every size to 64 (part of each run's wall time),
-#   the structured families' scoring (to 128 digits, from each run's saved weights),
-#   and one T5 run at batch 256 stopped at step 500 of 5,000 when the higher learning rate
-#   learned. The best configuration's seed 0 is counted with the pilot, where it was first run.
+#   distribution (at 1-8 digits); the mixture adds sparse sums, so carries among zeros are too.
+#   Two-valued digits, digits only 0 or 9 among them, are drawn for by neither.
+# - Compute not counted above: the evaluation at every size scored (part of each run's wall time;
+#   31-39 minutes a run to 256 digits), the structured families' scoring of the runs before
+#   records kept them and the digit pairs' (from the saved weights), and one T5 run at batch 256
+#   stopped at step 500 of 5,000 when the higher learning rate learned. The best configuration's
+#   seed 0 is counted with the pilot, where it was first run.
 # - The positions depend on the prompt's size and the decoding step only, never on the answer
 #   (tested in `tests/test_digit_places.py`); the window is a function of the positions.
 # - The ablation and the pilot are one seed each: the order of the encodings with the window is

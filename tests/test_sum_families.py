@@ -505,6 +505,7 @@ def test_exactness_goal_takes_the_lowest_cell_over_random_sums_and_every_family(
     families = [*L.TEN_FAMILIES, "zeros and nines"]
     goal = L.exactness_goal([*cfgs, L.exact_run(seed=2)], results_dir=tmp_path, families=families)
     assert goal.loc[0, ">= 99% everywhere"] and goal.loc[0, "cells short of it"] == 0
+    assert goal.loc[0, "lowest at"] == "none below 100%"
     assert (
         goal.loc[1, "lowest (%)"] == pytest.approx(97.0) and goal.loc[1, "lowest at"] == "zeros and nines, 256 digits"
     )
