@@ -57,7 +57,7 @@ import time
 import types
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -6799,6 +6799,20 @@ def structured_study() -> list[RunConfig]:
 STRUCTURED_GOAL = {"every size to 64": 0.99, "128 digits": 0.95}  # every seed, random sums and every family
 
 
+def column_decisions_by_draw(
+    configs: Sequence[RunConfig], draws: Mapping[str, str | None], n: int, results_dir: str | Path = ADDITION_DIR
+) -> dict[tuple[str, str], Any]:
+    """`column_decisions` at n digits for each run (its saved weights) and each draw (name ->
+    a family, or None for uniform digits), keyed (draw, "seed s")."""
+    out = {}
+    for cfg in configs:
+        model, task = load_run_model(cfg, results_dir), cfg.make_task()
+        for name, family in draws.items():
+            sums = StructuredAddition(family, **task.format) if family else None
+            out[name, f"seed {cfg.seed}"] = column_decisions(model, task, n, sums)
+    return out
+
+
 def carry_into_zeros(a: Tensor, b: Tensor) -> float:
     """The share of columns of the sums a + b ((B, n) digits each, most significant first) whose
     two digits are 0 + 0 and whose carry in is 1: the view where the chosen model drops carries."""
@@ -8922,6 +8936,17 @@ def family_lowest(
     return out.unstack("configuration").swaplevel(axis=1)[list(runs)].reindex(table.index.unique("family"))
 
 
+def _scored_runs(
+    configs: Sequence[RunConfig], results_dir: str | Path, by: str, families: Sequence[str]
+) -> Iterator[tuple[Any, dict[str, dict[int, float]] | None]]:
+    """(key, `family_scores` of its record, or None untrained) per run: the key its seed
+    (`by="seed"`) or what it changes (`addition_settings`)."""
+    for cfg in configs:
+        path = record_path(Path(results_dir), cfg)
+        key = cfg.seed if by == "seed" else addition_settings(cfg)
+        yield key, family_scores(read_record(path), families) if path.exists() else None
+
+
 def structured_goal(
     configs: Sequence[RunConfig],
     results_dir: str | Path = ADDITION_DIR,
@@ -8933,13 +8958,10 @@ def structured_goal(
     and every family at the sizes to 64, the same at 128 digits, whether each meets its floor,
     and the family and size of the lowest."""
     rows = []
-    for cfg in configs:
-        path = record_path(Path(results_dir), cfg)
-        key = cfg.seed if by == "seed" else addition_settings(cfg)
-        if not path.exists():
+    for key, scores in _scored_runs(configs, results_dir, by, families):
+        if scores is None:
             rows.append({by: key, "trained": False})
             continue
-        scores = family_scores(read_record(path), families)
         to_64 = min(v for em in scores.values() for n, v in em.items() if n <= 64)
         at_128 = min(em[128] for em in scores.values()) if all(128 in em for em in scores.values()) else float("nan")
         row: dict[str, Any] = {by: key, "trained": True}
@@ -8967,13 +8989,10 @@ def exactness_goal(
     scored, the lowest exact match (%) over random sums and every family at every size scored,
     where it lies, whether it meets `EXACT_GOAL`, and how many (family, size) cells fall short."""
     rows = []
-    for cfg in configs:
-        path = record_path(Path(results_dir), cfg)
-        key = cfg.seed if by == "seed" else addition_settings(cfg)
-        if not path.exists():
+    for key, scores in _scored_runs(configs, results_dir, by, families):
+        if scores is None:
             rows.append({by: key, "trained": False})
             continue
-        scores = family_scores(read_record(path), families)
         cells = [(v, f, n) for f, em in scores.items() for n, v in em.items()]
         low, family, n = min(cells, key=lambda c: c[0])
         rows.append(

@@ -437,12 +437,7 @@ L.with_blanks(lowest_further.round(1))
 
 # %%
 draws = {"zeros and nines": "zeros and nines", "uniform digits": None}
-decisions = {}
-for cfg in chosen:
-    model, task = L.load_run_model(cfg, L.ADDITION_DIR), cfg.make_task()
-    for name, family in draws.items():
-        sums = L.StructuredAddition(family, **task.format) if family else None
-        decisions[name, f"seed {cfg.seed}"] = L.column_decisions(model, task, 64, sums)
+decisions = L.column_decisions_by_draw(chosen, draws, 64)
 columns = {name: L.column_error_table({s: d for (n, s), d in decisions.items() if n == name}) for name in draws}
 pd.concat({name: t.xs("wrong (%)", axis=1, level=1) for name, t in columns.items()}, axis=1).round(2)
 
@@ -566,12 +561,7 @@ L.digit_pair_table(pairs).round(1)
 # (digits wrong, %):
 
 # %%
-exact_decisions = {}
-for cfg in exact:
-    model, task = L.load_run_model(cfg, L.ADDITION_DIR), cfg.make_task()
-    for name, family in draws.items():
-        sums = L.StructuredAddition(family, **task.format) if family else None
-        exact_decisions[name, f"seed {cfg.seed}"] = L.column_decisions(model, task, 256, sums)
+exact_decisions = L.column_decisions_by_draw(exact, draws, 256)
 exact_columns = {n: L.column_error_table({s: d for (m, s), d in exact_decisions.items() if m == n}) for n in draws}
 pd.concat({n: t.xs("wrong (%)", axis=1, level=1) for n, t in exact_columns.items()}, axis=1).round(2)
 

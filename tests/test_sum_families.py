@@ -533,3 +533,23 @@ def test_training_carry_views_count_the_view_each_sampler_gives():
     assert list(views.index) == ["uniform", "runs", "mixed"]
     assert views["mixed"] > 1.5 * views["uniform"] > 0  # what the mixture is for
     assert 0.002 < views["uniform"] < 0.007  # 0 + 0 is 1 in 100 columns; a carry comes into about half
+
+
+def test_column_decisions_by_draw_key_each_run_and_draw(monkeypatch):
+    cfgs = [L.structured_run(seed=s) for s in (0, 2)]
+    seen = []
+
+    def fake_load(cfg, results_dir):
+        seen.append(cfg.seed)
+        return L.DecoderOnlyLM(L.ModelConfig(encoding="nope", n_layers=1, d_model=16, n_heads=2, d_ff=32), 15)
+
+    monkeypatch.setattr(L, "load_run_model", fake_load)
+    monkeypatch.setattr(L, "column_decisions", lambda model, task, n, sums: (n, sums and sums.family.name))
+    out = L.column_decisions_by_draw(cfgs, {"zeros and nines": "zeros and nines", "uniform": None}, 12)
+    assert seen == [0, 2]  # each model loaded once
+    assert out == {
+        ("zeros and nines", "seed 0"): (12, "zeros and nines"),
+        ("uniform", "seed 0"): (12, None),
+        ("zeros and nines", "seed 2"): (12, "zeros and nines"),
+        ("uniform", "seed 2"): (12, None),
+    }
