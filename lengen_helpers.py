@@ -210,7 +210,7 @@ class Task:
     @property
     def prompt_key(self) -> str:
         """The key that seeds the task's evaluation prompts: `key`, less the options that change
-        only how the answer is written (a scratchpad), so those arms are tested on the same prompts."""
+        only how the answer is written, so runs that differ only there are tested on the same prompts."""
         return self.key
 
     @property
@@ -1689,8 +1689,8 @@ def exact_match_by_length(
     batch_size: int = 256,
 ) -> dict[int, float]:
     """Exact-match accuracy at each input length n (greedy decoding, computed teacher-forced).
-    `task`: a registered name, or a task in its format (`RunConfig.make_task`). With a scratchpad
-    this scores the whole target, steps included (its chapter scores the final answer apart)."""
+    `task`: a registered name, or a task in its format (`RunConfig.make_task`). The whole target
+    is scored, every token the task writes before its end."""
     t = get_task(task) if isinstance(task, str) else task
     lengths = list(lengths)
     for name, value in (("n_per_length", n_per_length), ("batch_size", batch_size)):

@@ -303,7 +303,7 @@ plt.show()
 level = L.paper_level("pcfg")
 print(f"the paper's lowest PCFG run, mean over the training sizes: {100 * level:.1f}%")
 deep = L.runs_against_level(L.pcfg_deep_runs(), level)
-display(deep.round(1))
+display(L.with_blanks(deep.round(1), blank="not trained"))
 ready = deep["trained"].all() and deep["clears"].all()
 print(f"{int(deep['trained'].sum())} of {len(deep)} runs trained; PCFG joins the ranking: {bool(ready)}")
 
