@@ -3215,10 +3215,11 @@ def run_digits(count: int, n: int, generator: torch.Generator) -> Tensor:
     return out
 
 
-def sparse_digits(zero: Tensor, n: int, generator: torch.Generator) -> Tensor:
-    """(count, n) digits, each 0 with its row's probability `zero` ((count, 1)), else uniform 0-9."""
-    digits = torch.randint(0, 10, (len(zero), n), generator=generator)
-    return torch.where(torch.rand(len(zero), n, generator=generator) < zero, 0, digits)
+# Mixtures of ways to draw a sum's operands (further values of Addition's option "operands"): each
+# takes the size n, the batch size and the generator and returns both operands' digits drawn
+# already, (B, n) twice, -1 where an operand draws its own uniformly (`Addition.operand`).
+OperandMixture = Callable[[int, int, torch.Generator], tuple[Tensor, Tensor]]
+OPERAND_MIXTURES: dict[str, OperandMixture] = {}
 
 
 @register_task
@@ -3235,13 +3236,11 @@ class Addition(Task):
 
     `answer="lsd"` writes the sum least-significant digit first (a deviation from the paper that
     small models learn far more easily, Lee et al. 2023). `operands="runs"` draws half the
-    operands as runs of repeated digits (`run_digits`), half uniformly; `operands="mixed"` draws
-    each sum's operands one of three ways, equally often: uniform digits, each operand in runs, or
-    sparse (`sparse_digits`: each digit 0 with one probability per sum, uniform from 0 to 1): for
-    notebook 11 (`RunConfig.train_task_options`). The paper's "Compute 5 3 7 + 1 2 ?"."""
+    operands as runs of repeated digits (`run_digits`), half uniformly; further values draw both
+    operands at once, as registered (`register_operand_mixture`). The paper's "Compute 5 3 7 + 1 2 ?"."""
 
     name, symbols, train_max_size = "addition", (*"0123456789", "+"), 8
-    options = {"format": ("equal", "paper"), "answer": ("msd", "lsd"), "operands": ("uniform", "runs", "mixed")}
+    options = {"format": ("equal", "paper"), "answer": ("msd", "lsd"), "operands": ("uniform", "runs")}
 
     def prompt_length(self, n: int) -> int:
         return 2 * n + 1
@@ -3263,7 +3262,7 @@ class Addition(Task):
     def operand(self, n: int, counts: Tensor, generator: torch.Generator, drawn: Tensor | None = None) -> Tensor:
         """(B, n) digits right-aligned: zeros left of each number's `counts` digits; the leading
         digit is 1-9 unless the format allows leading zeros or the number has one digit. `drawn`:
-        digits drawn already ("mixed": (B, n), -1 where this operand draws its own)."""
+        digits drawn already by a mixture ((B, n), -1 where this operand draws its own)."""
         d = torch.randint(0, 10, (len(counts), n), generator=generator)
         if self.format["operands"] == "runs":
             runs = torch.rand(len(counts), 1, generator=generator) < 0.5
@@ -3279,12 +3278,8 @@ class Addition(Task):
 
     def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         la, lb = self.digit_counts(n, batch_size, generator)
-        if self.format["operands"] != "mixed":
-            return self.write(self.operand(n, la, generator), self.operand(n, lb, generator), la, lb)
-        way = torch.randint(0, 3, (batch_size, 1), generator=generator)  # uniform, in runs, sparse
-        zero = torch.rand(batch_size, 1, generator=generator)  # one share of zeros for both operands
-        drawn = [torch.where(way == 1, run_digits(batch_size, n, generator), -1) for _ in "ab"]
-        drawn = [torch.where(way == 2, sparse_digits(zero, n, generator), d) for d in drawn]
+        mixture = OPERAND_MIXTURES.get(self.format["operands"])
+        drawn = mixture(n, batch_size, generator) if mixture is not None else (None, None)
         return self.write(self.operand(n, la, generator, drawn[0]), self.operand(n, lb, generator, drawn[1]), la, lb)
 
     def write(self, a: Tensor, b: Tensor, la: Tensor | None = None, lb: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -3312,6 +3307,19 @@ class Addition(Task):
         place = torch.arange(n)
         shown = torch.cat([place >= n - la[:, None], plus > 0, place >= n - lb[:, None]], dim=1)
         return _compact(prompt, shown), answer
+
+
+def register_operand_mixture(name: str):
+    """Register a mixture (`OperandMixture`) as the value `name` of Addition's option "operands"."""
+
+    def add(mixture: OperandMixture) -> OperandMixture:
+        if name in Addition.options["operands"]:
+            raise ValueError(f"addition's operands {name!r} exist already: {Addition.options['operands']}")
+        Addition.options["operands"] += (name,)
+        OPERAND_MIXTURES[name] = mixture
+        return mixture
+
+    return add
 
 
 @register_task
@@ -6813,6 +6821,46 @@ def column_decisions_by_draw(
     return out
 
 
+def sparse_digits(zero: Tensor, n: int, generator: torch.Generator) -> Tensor:
+    """(count, n) digits, each 0 with its row's probability `zero` ((count, 1)), else uniform 0-9."""
+    digits = torch.randint(0, 10, (len(zero), n), generator=generator)
+    return torch.where(torch.rand(len(zero), n, generator=generator) < zero, 0, digits)
+
+
+def set_digits(count: int, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Two (count, n) digit tensors drawn from one small set of digits per row: 2 or 3 distinct
+    digits, equally often, each digit of both operands uniform over the row's set."""
+    size = torch.randint(2, 4, (count, 1), generator=generator)
+    order = torch.rand(count, 10, generator=generator).argsort(dim=1)  # a shuffle of 0-9 per row: its first digits
+    pick = lambda: order.gather(1, (torch.rand(count, n, generator=generator) * size).long())  # noqa: E731
+    return pick(), pick()
+
+
+@register_operand_mixture("mixed")
+def mixed_operands(n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Each sum's operands drawn one of three ways, equally often: uniform digits, each operand in
+    runs (`run_digits`), or sparse (`sparse_digits`: each digit 0 with one probability per sum,
+    uniform from 0 to 1)."""
+    way = torch.randint(0, 3, (batch_size, 1), generator=generator)  # uniform, in runs, sparse
+    zero = torch.rand(batch_size, 1, generator=generator)  # one share of zeros for both operands
+    drawn = [torch.where(way == 1, run_digits(batch_size, n, generator), -1) for _ in "ab"]
+    a, b = (torch.where(way == 2, sparse_digits(zero, n, generator), d) for d in drawn)
+    return a, b
+
+
+@register_operand_mixture("mixed-sets")
+def mixed_set_operands(n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """The three ways of "mixed" and a fourth, equally often: both operands' digits from a small
+    digit set drawn per sum (`set_digits`), which shows long chains of columns that all carry,
+    all pass a carry on, or alternate, as uniform digits almost never do."""
+    way = torch.randint(0, 4, (batch_size, 1), generator=generator)  # uniform, in runs, sparse, a set
+    zero = torch.rand(batch_size, 1, generator=generator)
+    drawn = [torch.where(way == 1, run_digits(batch_size, n, generator), -1) for _ in "ab"]
+    drawn = [torch.where(way == 2, sparse_digits(zero, n, generator), d) for d in drawn]
+    a, b = (torch.where(way == 3, s, d) for s, d in zip(set_digits(batch_size, n, generator), drawn))
+    return a, b
+
+
 def carry_into_zeros(a: Tensor, b: Tensor) -> float:
     """The share of columns of the sums a + b ((B, n) digits each, most significant first) whose
     two digits are 0 + 0 and whose carry in is 1: the view where the chosen model drops carries."""
@@ -6932,9 +6980,19 @@ def exact_run(seed: int = 0, **overrides: Any) -> RunConfig:
     )
 
 
+# At 256 digits the mixture missed on one digit pair on two seeds of three (seed 0: {0, 9}, whose
+# columns alternate between passing a carry on and stopping it; seed 1: {5, 9}, whose every column
+# carries), sums that uniform digits show almost never at any length. A fourth way of drawing the
+# training sums, from a small digit set per sum ("mixed-sets"), shows such columns in long chains;
+# tried on seed 0 first, with room for 256 digits as before. It favours what it draws: sums of two
+# or three digit values are no longer beyond every sampler, at the training sizes.
+EXACT_SETS: dict[str, Any] = {"train_task_options": {"operands": "mixed-sets"}}
+
+
 def exactness_study() -> list[RunConfig]:
-    """The tries on seed 0 (`exactness_tries`), then the configuration chosen from them on seeds 0-2."""
-    return exactness_tries() + [exact_run(seed=s) for s in range(3)]
+    """The tries on seed 0 (`exactness_tries`), the configuration chosen from them on seeds 0-2,
+    then the digit-set mixture (`EXACT_SETS`) on seed 0."""
+    return exactness_tries() + [exact_run(seed=s) for s in range(3)] + [exact_run(seed=0, **EXACT_SETS)]
 
 
 # The ten families the structured-sum configuration was chosen on; the tables and the goal judge

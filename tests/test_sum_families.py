@@ -1,6 +1,7 @@
 """Structured sums (section 16, notebook 11): each family draws the sums it says, is scored as every
 sum is, and lands in the records of equal-format addition runs."""
 
+import hashlib
 import json
 
 import matplotlib.pyplot as plt
@@ -315,6 +316,53 @@ def test_mixed_operands_are_true_sums_drawn_three_ways_with_carries_into_zeros_m
     assert rate["mixed"] > 1.5 * rate["uniform"] > 1.5 * rate["runs"]
 
 
+def test_set_digits_draw_each_row_from_two_or_three_digits():
+    a, b = L.set_digits(4000, 16, torch.Generator().manual_seed(0))
+    distinct = torch.tensor([len(set(ra) | set(rb)) for ra, rb in zip(a.tolist(), b.tolist())])
+    assert distinct.min() >= 1 and distinct.max() <= 3
+    assert 0.4 < (distinct == 2).float().mean() < 0.6 and 0.4 < (distinct == 3).float().mean() < 0.6
+    assert set(a.unique().tolist()) == set(range(10))  # every digit belongs to some set
+
+
+def test_mixed_sets_are_true_sums_that_show_long_chains_of_carries_more_often():
+    n, chains = 8, {}
+    for operands in ("uniform", "mixed", "mixed-sets"):
+        task = L.get_task("addition", {"answer": "lsd", "operands": operands})
+        x, y = task.sample(n, 8000, torch.Generator().manual_seed(1))
+        a, b = x[:, :n] - L.N_SPECIAL, x[:, n + 1 :] - L.N_SPECIAL
+        value = lambda d: sum(int(v) * 10**i for i, v in enumerate(reversed(d)))  # noqa: E731
+        for row_a, row_b, row_y in zip(a[:500].tolist(), b[:500].tolist(), (y[:500] - L.N_SPECIAL).tolist()):
+            assert value(row_y[::-1]) == value(row_a) + value(row_b)
+        chains[operands] = float(((a + b) >= 10).all(dim=1).float().mean())  # every column makes a carry
+    assert chains["mixed-sets"] > 2 * chains["mixed"] > 10 * chains["uniform"]
+
+
+# The training streams committed records were drawn from: a fingerprint of the sums each operand
+# sampler draws from one seed. A change here changes what those records' configs would train on.
+STREAM_PRINTS = {
+    ("equal", "lsd", "uniform", 8): "2c477f9362",
+    ("equal", "lsd", "runs", 8): "f943bfad4b",
+    ("equal", "lsd", "mixed", 8): "9d8b296345",
+    ("paper", "lsd", "mixed", 3): "e6d44ffd0f",
+}
+
+
+@pytest.mark.parametrize("key", list(STREAM_PRINTS))
+def test_operand_samplers_draw_the_streams_the_records_were_trained_on(key):
+    fmt, answer, operands, n = key
+    task = L.get_task("addition", {"format": fmt, "answer": answer, "operands": operands})
+    x, y = task.sample(n, 64, torch.Generator().manual_seed(n))
+    assert hashlib.sha1(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()[:10] == STREAM_PRINTS[key]
+
+
+def test_an_operand_mixture_registers_as_a_value_of_the_option_and_names_clash():
+    assert {"mixed", "mixed-sets"} <= set(L.Addition.options["operands"]) == {"uniform", "runs", *L.OPERAND_MIXTURES}
+    with pytest.raises(ValueError, match="operands 'mixed' exist already"):
+        L.register_operand_mixture("mixed")(lambda n, b, g: (None, None))
+    with pytest.raises(ValueError, match="operands='sets' is not valid.*mixed-sets"):
+        L.get_task("addition", {"operands": "sets"})
+
+
 def test_train_task_options_change_training_only_and_earlier_runs_keep_their_hashes():
     base = L.structured_run(top_marker=True)
     runs = L.structured_run(top_marker=True, train_task_options={"operands": "runs"})
@@ -530,7 +578,7 @@ def test_digit_pair_table_finds_the_worst_pair_and_counts_the_cells_short():
 
 def test_training_carry_views_count_the_view_each_sampler_gives():
     views = L.training_carry_views(count=4000)
-    assert list(views.index) == ["uniform", "runs", "mixed"]
+    assert list(views.index) == ["uniform", "runs", "mixed", "mixed-sets"]
     assert views["mixed"] > 1.5 * views["uniform"] > 0  # what the mixture is for
     assert 0.002 < views["uniform"] < 0.007  # 0 + 0 is 1 in 100 columns; a carry comes into about half
 
