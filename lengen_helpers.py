@@ -2149,6 +2149,29 @@ def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
     return float(per_step * cfg.steps)
 
 
+def loss_at(record: dict[str, Any], step: int) -> float:
+    """A record's training loss at `step`: the mean over the `loss_curve` interval ending there."""
+    curve = record["loss_curve"]
+    if step % curve["every"] or not 0 < step <= curve["every"] * len(curve["mean_loss"]):
+        raise ValueError(
+            f"{record['name']} logs its loss every {curve['every']} steps to step "
+            f"{curve['every'] * len(curve['mean_loss'])}; no interval ends at {step}"
+        )
+    return float(curve["mean_loss"][step // curve["every"] - 1])
+
+
+# A run whose loss is still falling at its last step has not finished learning: a comparison
+# waits for it to train longer. "Still falling": down by more than a tenth over the last steps,
+# while the cosine schedule brings the learning rate towards 0.
+STILL_FALLING = 0.1
+
+
+def still_falling(before: float, last: float, falling: float = STILL_FALLING) -> bool:
+    """Whether a loss that went from `before` to `last` over a run's last steps is still falling:
+    down by more than the fraction `falling`."""
+    return last < (1 - falling) * before
+
+
 # The study states compute in copy runs: the training FLOPs of one 5,000-step copy run of its
 # model (NoPE, seed 0), estimated once per process from 100 sampled batches.
 COPY_RUN_SAMPLE_STEPS = 100
@@ -2274,6 +2297,12 @@ def read_record(path: Path) -> dict[str, Any]:
     if cfg_hash != rec["config_hash"]:
         raise CorruptRecord(f"{path}: config does not match its hash {rec['config_hash']}")
     return rec
+
+
+def record_of(results_dir: str | Path, cfg: RunConfig) -> dict[str, Any] | None:
+    """The run's record in `results_dir` (checked, `read_record`), or None where it is not trained."""
+    path = record_path(Path(results_dir), cfg)
+    return read_record(path) if path.exists() else None
 
 
 def extension_classes(configs: Sequence[RunConfig]) -> bytes | None:
@@ -5721,7 +5750,7 @@ def plateau_exit(curves, level: float = 0.05):
     return below.reindex(runs.index).astype("Int64").unstack("seed")
 
 
-def late_loss_change(curves, pairs, window: int = 2000, falling: float = 0.1, learned_bar: float = 0.9):
+def late_loss_change(curves, pairs, window: int = 2000, falling: float = STILL_FALLING, learned_bar: float = 0.9):
     """Per arm of `pairs` (`rate_pair_table` rows) that did not learn addition in distribution
     (under `learned_bar`): its loss per target token `window` steps before the end of training and
     at the end (`rate_loss_curves`), the relative change between them, and whether it is still
@@ -5742,7 +5771,7 @@ def late_loss_change(curves, pairs, window: int = 2000, falling: float = 0.1, le
             rows.append(
                 {"learning rate": p["learning rate"], "arm": arm, "encoding": p["encoding"], "seed": p["seed"]}
                 | {"in distribution (%)": p[column], f"loss at {end - window:,}": before, f"loss at {end:,}": last}
-                | {"change (%)": 100 * (last / before - 1), "still falling": last < (1 - falling) * before}
+                | {"change (%)": 100 * (last / before - 1), "still falling": still_falling(before, last, falling)}
             )
     return pd.DataFrame(rows)
 
@@ -6337,8 +6366,7 @@ def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, Run
         if cfg.hash in seen:
             continue
         seen.add(cfg.hash)
-        path = record_path(Path(results_dir), cfg)
-        out.append((stage, cfg, read_record(path) if path.exists() else None))
+        out.append((stage, cfg, record_of(results_dir, cfg)))
     return out
 
 
@@ -7107,17 +7135,6 @@ def trained_runs_of(task: str, results_dir: str | Path | None = None) -> list[tu
     return out
 
 
-def loss_at(record: dict[str, Any], step: int) -> float:
-    """A record's training loss at `step`: the mean over the `loss_curve` interval ending there."""
-    curve = record["loss_curve"]
-    if step % curve["every"] or not 0 < step <= curve["every"] * len(curve["mean_loss"]):
-        raise ValueError(
-            f"{record['name']} logs its loss every {curve['every']} steps to step "
-            f"{curve['every'] * len(curve['mean_loss'])}; no interval ends at {step}"
-        )
-    return float(curve["mean_loss"][step // curve["every"] - 1])
-
-
 # =============================================================================================
 # Tables, figures and verdicts: what the notebooks show, one section per chapter, in the
 # chapters' order. Everything here reads what the mechanisms above compute or what the
@@ -7807,8 +7824,7 @@ def pilot_table(copy_run: float, results_dir: str | Path | None = None):
     results_dir = experiment("ten-task-pilot").results_dir() if results_dir is None else results_dir
     rows = []
     for cfg, (_, _, shape, _) in zip(ten_task_pilot(), TEN_TASK_PILOT):
-        path = record_path(Path(results_dir), cfg)
-        rec = read_record(path) if path.exists() else None
+        rec = record_of(results_dir, cfg)
         rows.append(
             {
                 "task": cfg.make_task().key,
@@ -7831,8 +7847,7 @@ def second_pilot_table(copy_run: float, results_dir: str | Path | None = None):
     results_dir = experiment("lego-pilot").results_dir() if results_dir is None else results_dir
     rows = []
     for cfg in (c for task in SECOND_PILOT for c in second_pilot(task)):
-        path = record_path(Path(results_dir), cfg)
-        rec = read_record(path) if path.exists() else None
+        rec = record_of(results_dir, cfg)
         rows.append(
             {
                 "task": cfg.make_task().key,
@@ -7961,8 +7976,7 @@ def runs_against_level(configs: Sequence[RunConfig], level: float, results_dir: 
     over the training sizes (%) and whether that reaches `level` (a fraction; None untrained)."""
     rows = []
     for cfg in configs:
-        path = record_path(Path(results_dir), cfg)
-        rec = read_record(path) if path.exists() else None
+        rec = record_of(results_dir, cfg)
         score = 100 * rec["in_distribution_mean"] if rec else float("nan")
         clears = bool(rec["in_distribution_mean"] >= level) if rec else None
         rows.append(
@@ -7972,7 +7986,7 @@ def runs_against_level(configs: Sequence[RunConfig], level: float, results_dir: 
     return pd.DataFrame(rows)
 
 
-def shapes_tried(task: str, window: int = 2000, falling: float = 0.1):
+def shapes_tried(task: str, window: int = 2000, falling: float = STILL_FALLING):
     """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
     rate, encoding) in the order first trained: its experiment, layers x width, seeds, the mean exact
     match over the training sizes (%; median and range over seeds), the training loss at the end
@@ -7991,7 +8005,7 @@ def shapes_tried(task: str, window: int = 2000, falling: float = 0.1):
                 "in": 100 * rec["in_distribution_mean"],
                 "loss": last,
                 "change": 100 * (last / before - 1),
-                "falling": last < (1 - falling) * before,
+                "falling": still_falling(before, last, falling),
             }
         )
     runs = pd.DataFrame(rows)
@@ -8535,8 +8549,7 @@ def scratchpad_pilot_table(copy_run: float, results_dir: str | Path = SCRATCHPAD
     and at 9, 10, 12 and 16 digits, the final training loss, copy runs, wall time."""
     rows = []
     for cfg in scratchpad_pilot():
-        path = record_path(Path(results_dir), cfg)
-        rec = read_record(path) if path.exists() else None
+        rec = record_of(results_dir, cfg)
         em = rec["exact_match"] if rec else {}
         row = {"format": cfg.task_options["scratchpad"], "layers": cfg.model.n_layers, "steps": cfg.steps, "lr": cfg.lr}
         row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
@@ -9000,9 +9013,8 @@ def _scored_runs(
     """(key, `family_scores` of its record, or None untrained) per run: the key its seed
     (`by="seed"`) or what it changes (`addition_settings`)."""
     for cfg in configs:
-        path = record_path(Path(results_dir), cfg)
-        key = cfg.seed if by == "seed" else addition_settings(cfg)
-        yield key, family_scores(read_record(path), families) if path.exists() else None
+        rec, key = record_of(results_dir, cfg), cfg.seed if by == "seed" else addition_settings(cfg)
+        yield key, family_scores(rec, families) if rec is not None else None
 
 
 def structured_goal(

@@ -163,3 +163,11 @@ def test_runs_against_a_level_mark_untrained_runs_and_the_ones_short_of_it(tmp_p
     table = L.runs_against_level(cfgs, 0.83, results_dir=tmp_path)
     assert list(table["trained"]) == [True, True, False] and list(table["clears"]) == [True, False, None]
     assert table.loc[0, "in distribution (%)"] == pytest.approx(85.0) and table["in distribution (%)"].isna()[2]
+
+
+def test_still_falling_means_down_by_more_than_the_stated_fraction():
+    assert L.STILL_FALLING == 0.1
+    assert L.still_falling(1.0, 0.85) and not L.still_falling(1.0, 0.95)
+    assert not L.still_falling(1.0, 0.9)  # exactly a tenth down: not more than it
+    assert not L.still_falling(1.0, 1.2)  # rising
+    assert L.still_falling(1.0, 0.95, falling=0.02)

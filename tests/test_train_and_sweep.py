@@ -368,3 +368,16 @@ def test_every_experiment_names_its_folder_and_a_notebook_that_exists():
         L.experiment("clif")
     with pytest.raises(ValueError, match="registered already"):
         L.register_experiment("cliff", list, "x", "09_what_moves_the_cliff")
+
+
+def test_record_of_is_none_for_an_untrained_run_and_checks_a_trained_one(tmp_path):
+    cfg = tiny()
+    assert L.record_of(tmp_path, cfg) is None
+    path = L.record_path(tmp_path, cfg)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"config": {"task": "co')
+    with pytest.raises(L.CorruptRecord, match="not valid JSON"):
+        L.record_of(tmp_path, cfg)
+    rec = {"config": cfg.to_dict(), "config_hash": cfg.hash, "training_revision": L.TRAINING_REVISION}
+    path.write_text(json.dumps(rec | {"exact_match": {"1": 1.0}, "loss_curve": {}}))
+    assert L.record_of(str(tmp_path), cfg)["exact_match"] == {"1": 1.0}
