@@ -6911,6 +6911,26 @@ def training_carry_views(n: int = 8, count: int = 20_000, seed: int = 0) -> pd.S
     return pd.Series(out, name=f"columns of 0 + 0 a carry reaches ({n} digits)")
 
 
+def training_chain_views(n: int = 8, count: int = 20_000, seed: int = 0) -> pd.DataFrame:
+    """For each training distribution of addition's operands, the share (%) of `count` n-digit
+    sums whose every column makes a carry (its two digits sum to 10 or more), whose columns pass a
+    carry on (sum to exactly 9) in at least half the columns, and whose digits, both operands
+    together, take at most 3 values: the long chains that two-valued digit sets are made of."""
+    rows = {}
+    for operands in Addition.options["operands"]:
+        x, _ = get_task("addition", {"answer": "lsd", "operands": operands}).sample(
+            n, count, torch.Generator().manual_seed(seed)
+        )
+        a, b = _digits(x[:, :n]), _digits(x[:, n + 1 :])
+        values = torch.zeros(count, 10, dtype=torch.long).scatter_(1, torch.cat([a, b], dim=1), 1).sum(dim=1)
+        rows[operands] = {
+            "every column carries (%)": 100 * float(((a + b) >= 10).all(dim=1).float().mean()),
+            "half the columns pass a carry on (%)": 100 * float((((a + b) == 9).sum(dim=1) >= n / 2).float().mean()),
+            "at most 3 digit values (%)": 100 * float((values <= 3).float().mean()),
+        }
+    return pd.DataFrame(rows).T.rename_axis(f"training sums ({n} digits)")
+
+
 # Towards an exact carry rule: the chosen configuration misses on sums no sampler favours (every
 # digit 0 or 9, one carry among zeros). Each change is tried on seed 0 first (the seed that fails
 # most on zeros and nines), in the order tried: twice the steps, then one layer more; then the

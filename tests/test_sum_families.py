@@ -601,3 +601,12 @@ def test_column_decisions_by_draw_key_each_run_and_draw(monkeypatch):
         ("zeros and nines", "seed 2"): (12, "zeros and nines"),
         ("uniform", "seed 2"): (12, None),
     }
+
+
+def test_training_chain_views_count_long_chains_per_sampler():
+    views = L.training_chain_views(count=4000)
+    assert list(views.index) == ["uniform", "runs", "mixed", "mixed-sets"]
+    assert views.loc["uniform", "at most 3 digit values (%)"] == 0  # 16 uniform digits: about 1 in 10^7
+    assert views.loc["mixed-sets", "at most 3 digit values (%)"] > 25  # a quarter from sets, plus runs
+    assert (views.loc["mixed-sets"] > views.loc["mixed"]).all()
+    assert 0 < views.loc["uniform", "every column carries (%)"] < 0.5  # 0.45 ** 8 = 0.17%
