@@ -6582,6 +6582,16 @@ def _equal_operands(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Ten
     return a, a.clone()
 
 
+@register_sum_family("a pair per operand", "every digit of a one of two, of b one of two; each operand's pair its own")
+def _pair_per_operand(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    def draw() -> Tensor:
+        low = _uniform(0, 8, (count, 1), g)
+        high = _uniform(low + 1, 9, (count, 1), g)
+        return torch.where(_uniform(0, 1, (count, n), g).bool(), high, low)
+
+    return draw(), draw()
+
+
 class StructuredAddition(Addition):
     """Addition whose operands one family draws (`SUM_FAMILIES`), in the format "equal" (both
     operands written with n digits); its evaluation prompts are its own (`prompt_key`)."""

@@ -66,6 +66,7 @@ PROPERTIES = {
     ),
     "skewed digits": lambda a, b, n: True,  # a tendency, checked by its counts below
     "equal operands": lambda a, b, n: a == b,
+    "a pair per operand": lambda a, b, n: len(set(a)) <= 2 and len(set(b)) <= 2,
 }
 
 
@@ -610,3 +611,11 @@ def test_training_chain_views_count_long_chains_per_sampler():
     assert views.loc["mixed-sets", "at most 3 digit values (%)"] > 25  # a quarter from sets, plus runs
     assert (views.loc["mixed-sets"] > views.loc["mixed"]).all()
     assert 0 < views.loc["uniform", "every column carries (%)"] < 0.5  # 0.45 ** 8 = 0.17%
+
+
+def test_a_pair_per_operand_draws_each_operands_pair_apart():
+    drawn = sums("a pair per operand", 12, count=2048)
+    pairs = [(frozenset(a), frozenset(b)) for a, b, _ in drawn]
+    assert sum(pa != pb for pa, pb in pairs) > 0.9 * len(pairs)  # the same pair 1 time in 45
+    assert len({p for pair in pairs for p in pair if len(p) == 2}) == 45  # every pair of digits drawn
+    assert sum(len(pa | pb) == 4 for pa, pb in pairs) > 0.5 * len(pairs)  # four values: beyond any set of three
