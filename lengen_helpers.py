@@ -990,12 +990,14 @@ class ModelOptions:
     `encoding(config)`: the encoding class a config uses instead of its registered one (a variant
     with the same name and weights), or None. `attention_mask(config)`: None, or a function of the
     positions (B, T) or (T,) giving the keys each query may see ((B, 1, T, T) or (T, T) boolean),
-    on top of the causal mask; the caches do not decode such a model."""
+    on top of the causal mask; the caches do not decode such a model. `build(model)`: called last
+    when a model is built, to change it from outside (its initial weights, its embedding scale)."""
 
     settings: type
     check: Callable[[ModelConfig], None] | None = None
     encoding: Callable[[ModelConfig], type[PositionalEncoding] | None] | None = None
     attention_mask: Callable[[ModelConfig], Callable[[Tensor], Tensor] | None] | None = None
+    build: Callable[[nn.Module], None] | None = None
 
 
 MODEL_OPTIONS: list[ModelOptions] = []
@@ -1030,8 +1032,6 @@ class ModelConfig:
     dropout: float = ranged(0.0, 0, 1, below=True)
     max_positions: int = ranged(128, 1)  # learned table rows; covers [BOS, 48 + SEP + 48, EOS] = 99
     rope_fraction: float = ranged(1.0, 0, 1, above=True)  # the paper rotated 0.25
-    scale_embeddings: bool = when_set(field(default=False))  # token embeddings times sqrt(d_model), as Vaswani et al.
-    position_init_std: float = when_set(ranged(0.02, 0, above=True))  # a trained position table's initial spread
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
@@ -1066,11 +1066,6 @@ class ModelConfig:
             check_ranges(group.settings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(group.settings)}))
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
-        if self.position_init_std != 0.02 and self.encoding not in ("learned", "t5"):
-            raise ValueError(
-                f"position_init_std sets a trained position table's initial spread (learned, t5); "
-                f"the encoding is {self.encoding!r}"
-            )
         for group in MODEL_OPTIONS:
             if group.check is not None:
                 group.check(self)
@@ -1151,9 +1146,10 @@ class DecoderOnlyLM(nn.Module):
         self.lm_head = nn.Linear(config.d_model, vocab_size)
         self.apply(_init_weights)
         nn.init.normal_(self.tok_emb.weight, std=1.0)
-        if config.position_init_std != 0.02:  # learned rows or T5 biases, drawn again at another spread
-            nn.init.normal_(self.pos.table.weight, std=config.position_init_std)
-        self.emb_scale = math.sqrt(config.d_model) if config.scale_embeddings else 1.0
+        self.emb_scale = 1.0  # what the token embeddings are multiplied by
+        for group in MODEL_OPTIONS:
+            if group.build is not None:
+                group.build(self)
 
     def forward(
         self,
@@ -1184,7 +1180,7 @@ class DecoderOnlyLM(nn.Module):
         return (logits, Internals(attentions, hidden)) if return_internals else logits
 
     def embed(self, idx: Tensor) -> Tensor:
-        """Token embeddings, times sqrt(d_model) if the config scales them (notebook 04's ablation)."""
+        """Token embeddings, times the model's `emb_scale` (1 unless a registered option sets it)."""
         x = F.embedding(idx, self.tok_emb.weight)  # the table's lookup, as a plain call (decoding is per call)
         return x * self.emb_scale if self.emb_scale != 1.0 else x
 
@@ -2980,6 +2976,19 @@ def sinusoidal_ablation(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     return [make_run(t, "sinusoidal", s, scale_embeddings=True) for s in seeds for t in ("copy", "reverse")] + [
         make_run("copy", "sinusoidal", s, packed=False) for s in seeds
     ]
+
+
+@dataclass(frozen=True)
+class EmbeddingScale:
+    scale_embeddings: bool = False  # token embeddings times sqrt(d_model), as Vaswani et al.
+
+
+def _scale_embeddings(model: nn.Module) -> None:
+    if model.config.scale_embeddings:
+        model.emb_scale = math.sqrt(model.config.d_model)
+
+
+register_model_options(ModelOptions(EmbeddingScale, build=_scale_embeddings))
 
 
 ABLATION_DIR = RESULTS_DIR / "ablations" / "sinusoidal"
@@ -6155,6 +6164,27 @@ def _window(config: ModelConfig) -> Callable[[Tensor], Tensor] | None:
 register_model_options(
     ModelOptions(DigitPlaceSettings, check=_check_digit_places, encoding=_digit_place_encoding, attention_mask=_window)
 )
+
+
+@dataclass(frozen=True)
+class PositionInit:
+    position_init_std: float = ranged(0.02, 0, above=True)  # a trained position table's initial spread
+
+
+def _check_position_init(config: ModelConfig) -> None:
+    if config.position_init_std != 0.02 and config.encoding not in ("learned", "t5"):
+        raise ValueError(
+            f"position_init_std sets a trained position table's initial spread (learned, t5); "
+            f"the encoding is {config.encoding!r}"
+        )
+
+
+def _init_positions(model: nn.Module) -> None:
+    if model.config.position_init_std != 0.02:  # learned rows or T5 biases, drawn again at another spread
+        nn.init.normal_(model.pos.table.weight, std=model.config.position_init_std)
+
+
+register_model_options(ModelOptions(PositionInit, check=_check_position_init, build=_init_positions))
 
 PLACE_LAYOUTS: dict[str, Callable[[Task, int, ModelConfig | None], list[int]]] = {}
 

@@ -133,10 +133,30 @@ def test_the_mechanisms_call_nothing_of_what_the_notebooks_show():
 def test_the_model_config_holds_only_the_model_s_own_settings():
     own = {f.name for f in dataclasses.fields(L.ModelConfig)} - {"options"}
     assert not own & set(L.model_option_defaults())
-    assert {"digit_places", "attention_window", "random_positions", "position_coupling"} <= set(
-        L.model_option_defaults()
-    )
-    assert len(own) <= 14, sorted(own)
+    chapters = {"digit_places", "attention_window", "random_positions", "position_coupling"}
+    assert chapters | {"scale_embeddings", "position_init_std"} <= set(L.model_option_defaults())
+    assert own == {
+        *("encoding", "d_model", "n_heads", "n_layers", "d_ff", "pre_norm", "dropout", "max_positions"),
+        *("rope_fraction", "rope_base", "t5_num_buckets", "t5_max_distance"),
+    }
+
+
+def test_a_registered_build_hook_changes_the_model_once_built(monkeypatch):
+    monkeypatch.setattr(L, "MODEL_OPTIONS", list(L.MODEL_OPTIONS))
+
+    @dataclasses.dataclass(frozen=True)
+    class Zeroed:
+        zero_head: bool = False
+
+    def build(model):
+        if model.config.zero_head:
+            torch.nn.init.zeros_(model.lm_head.weight)
+
+    L.register_model_options(L.ModelOptions(Zeroed, build=build))
+    assert L.DecoderOnlyLM(L.ModelConfig(zero_head=True)).lm_head.weight.abs().sum() == 0
+    assert L.DecoderOnlyLM(L.ModelConfig()).lm_head.weight.abs().sum() > 0
+    scaled = L.DecoderOnlyLM(L.ModelConfig(d_model=16, n_heads=2, scale_embeddings=True))
+    assert scaled.emb_scale == 4.0 and L.DecoderOnlyLM(L.ModelConfig()).emb_scale == 1.0
 
 
 def test_a_position_scheme_registered_from_outside_sets_the_positions(monkeypatch):
