@@ -6380,8 +6380,9 @@ def longest_held(exact: dict[str, float], level: float = 0.9) -> int:
 
 def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, RunConfig, dict[str, Any] | None]]:
     """(stage, config, record or None) for the pilot in the order tried, then the study's seeds
-    and ablation, the structured sums' pilot, seeds and ablation, then the exactness tries and the
-    exact configuration's seeds; a configuration in two stands once, where it was first trained."""
+    and ablation, the structured sums' pilot, seeds and ablation, then the exactness tries, the
+    exact configuration's seeds and the digit-set mixture's (`EXACT_SETS`); a configuration in two
+    stands once, where it was first trained."""
     seen, out = set(), []
     study = addition_study()
     stages = [("pilot", c) for c in addition_pilot()] + [("seeds", c) for c in study[:3]]
@@ -6392,6 +6393,7 @@ def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, Run
     stages += [("structured ablation", c) for c in ablation]
     stages += [("exactness tries", c) for c in exactness_tries()]
     stages += [("exact seeds", exact_run(seed=s)) for s in range(3)]
+    stages += [("digit-set seeds", exact_run(seed=s, **EXACT_SETS)) for s in range(3)]
     for stage, cfg in stages:
         if cfg.hash in seen:
             continue

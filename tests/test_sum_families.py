@@ -619,3 +619,14 @@ def test_a_pair_per_operand_draws_each_operands_pair_apart():
     assert sum(pa != pb for pa, pb in pairs) > 0.9 * len(pairs)  # the same pair 1 time in 45
     assert len({p for pair in pairs for p in pair if len(p) == 2}) == 45  # every pair of digits drawn
     assert sum(len(pa | pb) == 4 for pa, pb in pairs) > 0.5 * len(pairs)  # four values: beyond any set of three
+
+
+def test_the_digit_set_runs_are_a_stage_of_their_own_and_differ_from_the_mixture_in_training_only(tmp_path):
+    stages = {cfg.hash: stage for stage, cfg, _ in L.addition_runs(tmp_path)}
+    sets = [L.exact_run(seed=s, **L.EXACT_SETS) for s in range(3)]
+    assert [stages[c.hash] for c in sets] == ["digit-set seeds"] * 3
+    for s, cfg in enumerate(sets):
+        plain = L.exact_run(seed=s)
+        assert cfg.make_task().key == plain.make_task().key  # scored on the same sums
+        assert cfg.make_training_task().key == "addition.lsd.mixed-sets" != plain.make_training_task().key
+        assert cfg.to_dict() | {"train_task_options": plain.train_task_options} == plain.to_dict()
