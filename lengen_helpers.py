@@ -7075,14 +7075,18 @@ def exact_run(seed: int = 0, **overrides: Any) -> RunConfig:
 # carries), sums that uniform digits show almost never at any length. A fourth way of drawing the
 # training sums, from a small digit set per sum ("mixed-sets"), shows such columns in long chains;
 # tried on seed 0 first, with room for 256 digits as before. It favours what it draws: sums of two
-# or three digit values are no longer beyond every sampler, at the training sizes.
+# or three digit values are no longer beyond every sampler, at the training sizes. On seed 0 it
+# held every family at 100% to 256 digits but a number added to itself (98.4% at 112 digits; the
+# mixture alone: 68.8% on zeros and nines), so it is kept and trained on seeds 1 and 2.
 EXACT_SETS: dict[str, Any] = {"train_task_options": {"operands": "mixed-sets"}}
 
 
 def exactness_study() -> list[RunConfig]:
     """The tries on seed 0 (`exactness_tries`), the configuration chosen from them on seeds 0-2,
-    then the digit-set mixture (`EXACT_SETS`) on seed 0."""
-    return exactness_tries() + [exact_run(seed=s) for s in range(3)] + [exact_run(seed=0, **EXACT_SETS)]
+    then the digit-set mixture (`EXACT_SETS`) on seed 0, then on seeds 1 and 2."""
+    return (
+        exactness_tries() + [exact_run(seed=s) for s in range(3)] + [exact_run(seed=s, **EXACT_SETS) for s in range(3)]
+    )
 
 
 # The ten families the structured-sum configuration was chosen on; the tables and the goal judge
