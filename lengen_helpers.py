@@ -9004,6 +9004,19 @@ def column_error_table(decisions: Mapping[str, Any], by: Sequence[str] = ("kind"
     return pd.concat(parts, axis=1)
 
 
+def column_tables_by_draw(decisions: Mapping[tuple[str, str], Any]) -> dict[str, pd.DataFrame]:
+    """`column_error_table` over the seeds for each draw of `column_decisions_by_draw`'s output
+    (keyed (draw, "seed s")), by draw, in the order the draws come."""
+    draws = dict.fromkeys(draw for draw, _ in decisions)
+    return {n: column_error_table({s: d for (m, s), d in decisions.items() if m == n}) for n in draws}
+
+
+def wrong_by_draw(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """The share of digits wrong (%) of each draw's table (`column_tables_by_draw`), side by side:
+    rows the kinds of column, columns (draw, seed)."""
+    return pd.concat({n: t.xs("wrong (%)", axis=1, level=1) for n, t in tables.items()}, axis=1)
+
+
 def plot_column_errors(tables: Mapping[str, Any], path: Path | None = None):
     """One panel per kind of draw (`tables`: name -> `column_error_table` over seeds), bars of the
     share of digits wrong (%) per kind of column and carry in, one bar per seed (the palette's

@@ -298,16 +298,23 @@ def test_sparse_digits_are_zero_at_each_rows_own_rate():
     assert torch.allclose(share, torch.tensor([0.1, 1.0, 0.55, 0.91]), atol=0.01)
 
 
+def true_lsd_sums(operands: str, n: int, count: int, seed: int):
+    """The operands (a, b) of `count` n-digit training sums drawn with `operands`, after checking
+    that the first 500 answers (least significant digit first) are their true sums."""
+    task = L.get_task("addition", {"answer": "lsd", "operands": operands})
+    x, y = task.sample(n, count, torch.Generator().manual_seed(seed))
+    a, b = x[:, :n] - L.N_SPECIAL, x[:, n + 1 :] - L.N_SPECIAL
+    value = lambda d: sum(int(v) * 10**i for i, v in enumerate(reversed(d)))  # noqa: E731
+    for row_a, row_b, row_y in zip(a[:500].tolist(), b[:500].tolist(), (y[:500] - L.N_SPECIAL).tolist()):
+        assert value(row_y[::-1]) == value(row_a) + value(row_b)
+    return a, b
+
+
 def test_mixed_operands_are_true_sums_drawn_three_ways_with_carries_into_zeros_more_often():
     n = 8
     drawn = {}
     for operands in ("uniform", "runs", "mixed"):
-        task = L.get_task("addition", {"answer": "lsd", "operands": operands})
-        x, y = task.sample(n, 6000, torch.Generator().manual_seed(3))
-        a, b = x[:, :n] - L.N_SPECIAL, x[:, n + 1 :] - L.N_SPECIAL
-        value = lambda d: sum(int(v) * 10**i for i, v in enumerate(reversed(d)))  # noqa: E731
-        for row_a, row_b, row_y in zip(a[:500].tolist(), b[:500].tolist(), (y[:500] - L.N_SPECIAL).tolist()):
-            assert value(row_y[::-1]) == value(row_a) + value(row_b)
+        a, b = true_lsd_sums(operands, n, 6000, seed=3)
         drawn[operands] = (a, b)
     a, b = drawn["mixed"]
     assert 0.2 < (a[:, 1:] == a[:, :-1]).float().mean() < 0.5  # a third in runs, a third sparse, a third uniform
@@ -328,12 +335,7 @@ def test_set_digits_draw_each_row_from_two_or_three_digits():
 def test_mixed_sets_are_true_sums_that_show_long_chains_of_carries_more_often():
     n, chains = 8, {}
     for operands in ("uniform", "mixed", "mixed-sets"):
-        task = L.get_task("addition", {"answer": "lsd", "operands": operands})
-        x, y = task.sample(n, 8000, torch.Generator().manual_seed(1))
-        a, b = x[:, :n] - L.N_SPECIAL, x[:, n + 1 :] - L.N_SPECIAL
-        value = lambda d: sum(int(v) * 10**i for i, v in enumerate(reversed(d)))  # noqa: E731
-        for row_a, row_b, row_y in zip(a[:500].tolist(), b[:500].tolist(), (y[:500] - L.N_SPECIAL).tolist()):
-            assert value(row_y[::-1]) == value(row_a) + value(row_b)
+        a, b = true_lsd_sums(operands, n, 8000, seed=1)
         chains[operands] = float(((a + b) >= 10).all(dim=1).float().mean())  # every column makes a carry
     assert chains["mixed-sets"] > 2 * chains["mixed"] > 10 * chains["uniform"]
 
@@ -630,3 +632,21 @@ def test_the_digit_set_runs_are_a_stage_of_their_own_and_differ_from_the_mixture
         assert cfg.make_task().key == plain.make_task().key  # scored on the same sums
         assert cfg.make_training_task().key == "addition.lsd.mixed-sets" != plain.make_training_task().key
         assert cfg.to_dict() | {"train_task_options": plain.train_task_options} == plain.to_dict()
+
+
+def test_column_tables_by_draw_split_the_decisions_by_draw_and_set_the_wrong_shares_side_by_side():
+    def frame(right):
+        return pd.DataFrame({"kind": ["makes a carry", "stops it"] * 2, "carry in": [0, 1] * 2, "right": right})
+
+    decisions = {
+        ("zeros and nines", "seed 0"): frame([True, False, True, True]),
+        ("zeros and nines", "seed 1"): frame([True] * 4),
+        ("uniform digits", "seed 0"): frame([False, True, True, True]),
+    }
+    tables = L.column_tables_by_draw(decisions)
+    assert list(tables) == ["zeros and nines", "uniform digits"]
+    assert list(tables["zeros and nines"].columns.get_level_values(0).unique()) == ["seed 0", "seed 1"]
+    wrong = L.wrong_by_draw(tables)
+    assert wrong[("zeros and nines", "seed 0")].tolist() == [0.0, 50.0]
+    assert wrong[("uniform digits", "seed 0")].tolist() == [50.0, 0.0]
+    assert wrong[("zeros and nines", "seed 1")].tolist() == [0.0, 0.0]
