@@ -6577,12 +6577,22 @@ def _zeros_and_nines(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Te
     return 9 * _uniform(0, 1, (count, n), g), 9 * _uniform(0, 1, (count, n), g)
 
 
+def _digit_pair(count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Two distinct digits per row, (count, 1) each, low < high: each of the 45 pairs equally often."""
+    low = _uniform(0, 8, (count, 1), g)
+    return low, _uniform(low + 1, 9, (count, 1), g)
+
+
+def _from_pair(pair: tuple[Tensor, Tensor], n: int, g: torch.Generator) -> Tensor:
+    """(count, n) digits, each its row's low or high digit of `pair`, equally often."""
+    low, high = pair
+    return torch.where(_uniform(0, 1, (len(low), n), g).bool(), high, low)
+
+
 @register_sum_family("two digits", "every digit of both operands one of two, a pair drawn per sum from the 45")
 def _two_digits(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
-    low = _uniform(0, 8, (count, 1), g)
-    high = _uniform(low + 1, 9, (count, 1), g)
-    pick = lambda: torch.where(_uniform(0, 1, (count, n), g).bool(), high, low)  # noqa: E731
-    return pick(), pick()
+    pair = _digit_pair(count, g)
+    return _from_pair(pair, n, g), _from_pair(pair, n, g)
 
 
 @register_sum_family("one carry among zeros", "0..0d0..0 + 0..0e0..0, d + e >= 10 in one column")
@@ -6616,12 +6626,8 @@ def _equal_operands(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Ten
 
 @register_sum_family("a pair per operand", "every digit of a one of two, of b one of two; each operand's pair its own")
 def _pair_per_operand(n: int, count: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
-    def draw() -> Tensor:
-        low = _uniform(0, 8, (count, 1), g)
-        high = _uniform(low + 1, 9, (count, 1), g)
-        return torch.where(_uniform(0, 1, (count, n), g).bool(), high, low)
-
-    return draw(), draw()
+    a = _from_pair(_digit_pair(count, g), n, g)
+    return a, _from_pair(_digit_pair(count, g), n, g)
 
 
 class StructuredAddition(Addition):
@@ -6906,29 +6912,33 @@ def set_digits(count: int, n: int, generator: torch.Generator) -> tuple[Tensor, 
     return pick(), pick()
 
 
-@register_operand_mixture("mixed")
-def mixed_operands(n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def mixture_operands(n: int, batch_size: int, generator: torch.Generator, sets: bool) -> tuple[Tensor, Tensor]:
     """Each sum's operands drawn one of three ways, equally often: uniform digits, each operand in
     runs (`run_digits`), or sparse (`sparse_digits`: each digit 0 with one probability per sum,
-    uniform from 0 to 1)."""
-    way = torch.randint(0, 3, (batch_size, 1), generator=generator)  # uniform, in runs, sparse
+    uniform from 0 to 1); with `sets`, a fourth way, as often: both operands' digits from a small
+    digit set drawn per sum (`set_digits`). Every way is drawn for every sum, in this order, and
+    each sum keeps its own; the streams of committed runs depend on that order."""
+    way = torch.randint(0, 4 if sets else 3, (batch_size, 1), generator=generator)
     zero = torch.rand(batch_size, 1, generator=generator)  # one share of zeros for both operands
     drawn = [torch.where(way == 1, run_digits(batch_size, n, generator), -1) for _ in "ab"]
-    a, b = (torch.where(way == 2, sparse_digits(zero, n, generator), d) for d in drawn)
-    return a, b
+    drawn = [torch.where(way == 2, sparse_digits(zero, n, generator), d) for d in drawn]
+    if sets:
+        drawn = [torch.where(way == 3, s, d) for s, d in zip(set_digits(batch_size, n, generator), drawn)]
+    return drawn[0], drawn[1]
+
+
+@register_operand_mixture("mixed")
+def mixed_operands(n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Uniform, in runs or sparse, a third of the sums each (`mixture_operands`)."""
+    return mixture_operands(n, batch_size, generator, sets=False)
 
 
 @register_operand_mixture("mixed-sets")
 def mixed_set_operands(n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """The three ways of "mixed" and a fourth, equally often: both operands' digits from a small
-    digit set drawn per sum (`set_digits`), which shows long chains of columns that all carry,
-    all pass a carry on, or alternate, as uniform digits almost never do."""
-    way = torch.randint(0, 4, (batch_size, 1), generator=generator)  # uniform, in runs, sparse, a set
-    zero = torch.rand(batch_size, 1, generator=generator)
-    drawn = [torch.where(way == 1, run_digits(batch_size, n, generator), -1) for _ in "ab"]
-    drawn = [torch.where(way == 2, sparse_digits(zero, n, generator), d) for d in drawn]
-    a, b = (torch.where(way == 3, s, d) for s, d in zip(set_digits(batch_size, n, generator), drawn))
-    return a, b
+    """The three ways of "mixed" and a fourth, a quarter of the sums each: digits from a small set,
+    which shows long chains of columns that all carry, all pass a carry on, or alternate, as
+    uniform digits almost never do."""
+    return mixture_operands(n, batch_size, generator, sets=True)
 
 
 def carry_into_zeros(a: Tensor, b: Tensor) -> float:
@@ -6941,15 +6951,23 @@ def carry_into_zeros(a: Tensor, b: Tensor) -> float:
     return hits / a.numel()
 
 
-def training_carry_views(n: int = 8, count: int = 20_000, seed: int = 0) -> pd.Series:
+def training_operands(n: int, count: int, seed: int) -> dict[str, tuple[Tensor, Tensor]]:
     """For each training distribution of addition's operands (`Addition.options["operands"]`),
-    how often a column of `count` n-digit sums is 0 + 0 with a carry in (`carry_into_zeros`)."""
+    `count` n-digit sums as the training task draws them, from one seed: (a, b) digits, (count,
+    n) each, most significant first."""
     out = {}
     for operands in Addition.options["operands"]:
         x, _ = get_task("addition", {"answer": "lsd", "operands": operands}).sample(
             n, count, torch.Generator().manual_seed(seed)
         )
-        out[operands] = carry_into_zeros(_digits(x[:, :n]), _digits(x[:, n + 1 :]))
+        out[operands] = _digits(x[:, :n]), _digits(x[:, n + 1 :])
+    return out
+
+
+def training_carry_views(n: int = 8, count: int = 20_000, seed: int = 0) -> pd.Series:
+    """For each training distribution of addition's operands (`Addition.options["operands"]`),
+    how often a column of `count` n-digit sums is 0 + 0 with a carry in (`carry_into_zeros`)."""
+    out = {operands: carry_into_zeros(a, b) for operands, (a, b) in training_operands(n, count, seed).items()}
     return pd.Series(out, name=f"columns of 0 + 0 a carry reaches ({n} digits)")
 
 
@@ -6959,11 +6977,7 @@ def training_chain_views(n: int = 8, count: int = 20_000, seed: int = 0) -> pd.D
     carry on (sum to exactly 9) in at least half the columns, and whose digits, both operands
     together, take at most 3 values: the long chains that two-valued digit sets are made of."""
     rows = {}
-    for operands in Addition.options["operands"]:
-        x, _ = get_task("addition", {"answer": "lsd", "operands": operands}).sample(
-            n, count, torch.Generator().manual_seed(seed)
-        )
-        a, b = _digits(x[:, :n]), _digits(x[:, n + 1 :])
+    for operands, (a, b) in training_operands(n, count, seed).items():
         values = torch.zeros(count, 10, dtype=torch.long).scatter_(1, torch.cat([a, b], dim=1), 1).sum(dim=1)
         rows[operands] = {
             "every column carries (%)": 100 * float(((a + b) >= 10).all(dim=1).float().mean()),

@@ -347,6 +347,7 @@ STREAM_PRINTS = {
     ("equal", "lsd", "runs", 8): "f943bfad4b",
     ("equal", "lsd", "mixed", 8): "9d8b296345",
     ("paper", "lsd", "mixed", 3): "e6d44ffd0f",
+    ("equal", "lsd", "mixed-sets", 8): "d839955322",
 }
 
 
@@ -356,6 +357,35 @@ def test_operand_samplers_draw_the_streams_the_records_were_trained_on(key):
     task = L.get_task("addition", {"format": fmt, "answer": answer, "operands": operands})
     x, y = task.sample(n, 64, torch.Generator().manual_seed(n))
     assert hashlib.sha1(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()[:10] == STREAM_PRINTS[key]
+
+
+# What each family draws at 12 digits from seed 12: the prompts its committed scores were made on.
+FAMILY_PRINTS = {
+    "all zeros": "7cb41fea50",
+    "all nines": "514950242e",
+    "one digit repeated": "d17fb97081",
+    "nines plus one": "8aa6ff48a9",
+    "one operand zero": "2b6cb8758d",
+    "much shorter operand": "466c325a71",
+    "both short": "84c77208ac",
+    "long carry": "bb1f530f38",
+    "carry everywhere": "c956900280",
+    "no carry": "69ec8c1486",
+    "zeros and nines": "b22df93bed",
+    "two digits": "38073dbc39",
+    "one carry among zeros": "0597924ace",
+    "one carry into nines": "6665efb33a",
+    "skewed digits": "9b347cb35b",
+    "equal operands": "f7a046fd9a",
+    "a pair per operand": "aa01f6df82",
+}
+
+
+def test_every_family_draws_the_sums_its_committed_scores_were_made_on():
+    assert set(FAMILY_PRINTS) == set(L.SUM_FAMILIES)
+    for name, family in L.SUM_FAMILIES.items():
+        a, b = family.draw(12, 64, torch.Generator().manual_seed(12))
+        assert hashlib.sha1(a.numpy().tobytes() + b.numpy().tobytes()).hexdigest()[:10] == FAMILY_PRINTS[name], name
 
 
 def test_an_operand_mixture_registers_as_a_value_of_the_option_and_names_clash():
