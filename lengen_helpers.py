@@ -6381,8 +6381,8 @@ def longest_held(exact: dict[str, float], level: float = 0.9) -> int:
 def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, RunConfig, dict[str, Any] | None]]:
     """(stage, config, record or None) for the pilot in the order tried, then the study's seeds
     and ablation, the structured sums' pilot, seeds and ablation, then the exactness tries, the
-    exact configuration's seeds and the digit-set mixture's (`EXACT_SETS`); a configuration in two
-    stands once, where it was first trained."""
+    exact configuration's seeds, the digit-set mixture's (`EXACT_SETS`) and the same with a window
+    of 1 place (`EXACT_NARROW`); a configuration in two stands once, where it was first trained."""
     seen, out = set(), []
     study = addition_study()
     stages = [("pilot", c) for c in addition_pilot()] + [("seeds", c) for c in study[:3]]
@@ -6394,6 +6394,7 @@ def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, Run
     stages += [("exactness tries", c) for c in exactness_tries()]
     stages += [("exact seeds", exact_run(seed=s)) for s in range(3)]
     stages += [("digit-set seeds", exact_run(seed=s, **EXACT_SETS)) for s in range(3)]
+    stages += [("window-1 seeds", exact_run(seed=s, **EXACT_NARROW)) for s in range(3)]
     for stage, cfg in stages:
         if cfg.hash in seen:
             continue
@@ -6819,6 +6820,7 @@ def column_decisions(
     column = torch.arange(n + 1).expand(count, -1)
     rows = torch.arange(count)[:, None].expand(-1, n + 1)
     names = np.array([*COLUMN_KINDS, "none (units)"])
+    digit = lambda x: torch.cat([x.flip(1), torch.full((count, 1), -1)], dim=1).flatten().numpy()  # noqa: E731
     return pd.DataFrame(
         {
             "sum": rows.flatten().numpy(),
@@ -6826,6 +6828,8 @@ def column_decisions(
             "kind": names[kind.flatten().numpy()],
             "carry in": carry_in.flatten().numpy(),
             "below": names[below.flatten().numpy()],
+            "a": digit(a),  # the column's digits (-1: the top digit's column has none)
+            "b": digit(b),
             "right": right.flatten().numpy().astype(bool),
         }
     )
@@ -7070,6 +7074,61 @@ def digit_pair_scores(
     return out
 
 
+class PlantedAddition(Addition):
+    """Addition of uniform digits with a few given columns planted at one random place per sum
+    (format "equal"): `columns`, the top column first, each (digit of a, digit of b). With
+    `equal`, b is a copy of a (the planted columns must then hold equal digits): a number added to
+    itself with the view planted in it. Its evaluation prompts are its own (`prompt_key`)."""
+
+    def __init__(self, columns: Sequence[tuple[int, int]], equal: bool = False, **options: str) -> None:
+        super().__init__(**options)
+        if self.format["format"] != "equal":
+            raise ValueError("planted sums write both operands with n digits: addition format 'equal' only")
+        if not columns or any(len(c) != 2 or not all(isinstance(d, int) and 0 <= d <= 9 for d in c) for c in columns):
+            raise ValueError(f"columns must be pairs of digits from 0 to 9, the top column first; got {columns!r}")
+        if equal and any(x != y for x, y in columns):
+            raise ValueError(f"a number added to itself has equal digits in every column; got {columns!r}")
+        self.columns, self.equal = torch.tensor(columns).T, equal  # (2, k): a's digits, b's digits
+
+    @property
+    def prompt_key(self) -> str:
+        a, b = ("".join(str(int(d)) for d in row) for row in self.columns)
+        return f"{self.key}/planted {a} + {b}{' in a + a' if self.equal else ''}"
+
+    def sample(self, n: int, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        k = self.columns.shape[1]
+        if n < k:
+            raise ValueError(f"{k} planted columns need sums of at least {k} digits; got n = {n}")
+        a = torch.randint(0, 10, (batch_size, n), generator=generator)
+        b = a.clone() if self.equal else torch.randint(0, 10, (batch_size, n), generator=generator)
+        at = torch.randint(0, n - k + 1, (batch_size, 1), generator=generator) + torch.arange(k)
+        a.scatter_(1, at, self.columns[0].expand(batch_size, -1))
+        b.scatter_(1, at, self.columns[1].expand(batch_size, -1))
+        return self.write(a, b)
+
+
+def planted_scores(
+    configs: Sequence[RunConfig],
+    plants: Mapping[str, tuple[Sequence[tuple[int, int]], bool]],
+    sizes: Sequence[int],
+    results_dir: str | Path = ADDITION_DIR,
+    n_per_size: int = 512,
+) -> pd.DataFrame:
+    """Exact match (0-1) of each run of `configs` (from its saved weights) on each plant (name ->
+    (columns, equal), as `PlantedAddition` takes them) at each size: rows the plants, columns
+    (size, "seed s")."""
+    out = {}
+    for cfg in configs:
+        model, task = load_run_model(cfg, results_dir), cfg.make_task()
+        for name, (columns, equal) in plants.items():
+            em = exact_match_by_length(
+                model, PlantedAddition(columns, equal, **task.format), sizes, n_per_size, cfg.eval_seed
+            )
+            out |= {(name, n, f"seed {cfg.seed}"): v for n, v in em.items()}
+    table = pd.Series(out).unstack([1, 2])
+    return table.reindex(index=list(plants), columns=pd.MultiIndex.from_tuples(list(dict.fromkeys(k[1:] for k in out))))
+
+
 # The mixture held every family at 100% to 128 digits on seed 0, so it is the configuration for
 # every seed, trained with room for 256 digits (32 times the longest training size: places to
 # 259, so P = 320, twice the ratio as before) and scored to 256.
@@ -7094,13 +7153,37 @@ def exact_run(seed: int = 0, **overrides: Any) -> RunConfig:
 # mixture alone: 68.8% on zeros and nines), so it is kept and trained on seeds 1 and 2.
 EXACT_SETS: dict[str, Any] = {"train_task_options": {"operands": "mixed-sets"}}
 
+# Seed 0's wrong digits on a number added to itself sit almost all in one view: a column 9 + 9
+# whose carry in comes from 8 + 8, itself carried into from 5 + 5 two columns below; planted in
+# random sums, that view alone is wrong about 2% of the time on seed 0, while the same column sums
+# from other digits (9 + 9, 7 + 9, 4 + 6) are always right (`planted_columns`). The carry rule
+# needs only the column below and the model's own previous digit; a window of 2 places also shows
+# a query the column two below, whose digits then sway its answer. The next try narrows the window
+# to 1 place, which held as two did on the chosen configuration (notebook 11's ablation), on seed 0.
+EXACT_NARROW: dict[str, Any] = {**EXACT_SETS, "attention_window": 1}
+
+# The views planted in random sums (`planted_scores`), each the top column first: seed 0's view,
+# in a number added to itself and in random sums; then one column changed at a time (the digits
+# two below summing to 10 as before, the column below making a carry as before, or 6 + 6 two
+# below), the second view found, and the same column sums from other digits.
+CARRY_PLANTS: dict[str, tuple[tuple[tuple[int, int], ...], bool]] = {
+    "9+9 | 8+8 | 5+5, in a + a": (((9, 9), (8, 8), (5, 5)), True),
+    "9+9 | 8+8 | 5+5": (((9, 9), (8, 8), (5, 5)), False),
+    "9+9 | 8+8 | 4+6": (((9, 9), (8, 8), (4, 6)), False),
+    "9+9 | 7+9 | 5+5": (((9, 9), (7, 9), (5, 5)), False),
+    "9+9 | 8+8 | 6+6": (((9, 9), (8, 8), (6, 6)), False),
+    "3+3 | 9+9 | 5+5": (((3, 3), (9, 9), (5, 5)), False),
+    "9+9 | 7+9 | 4+6": (((9, 9), (7, 9), (4, 6)), False),
+}
+
 
 def exactness_study() -> list[RunConfig]:
     """The tries on seed 0 (`exactness_tries`), the configuration chosen from them on seeds 0-2,
-    then the digit-set mixture (`EXACT_SETS`) on seed 0, then on seeds 1 and 2."""
-    return (
-        exactness_tries() + [exact_run(seed=s) for s in range(3)] + [exact_run(seed=s, **EXACT_SETS) for s in range(3)]
-    )
+    then the digit-set mixture (`EXACT_SETS`) on seed 0, then on seeds 1 and 2, then the same with
+    a window of 1 place (`EXACT_NARROW`) on seed 0, then on seeds 1 and 2."""
+    chosen = [exact_run(seed=s) for s in range(3)]
+    sets = [exact_run(seed=s, **EXACT_SETS) for s in range(3)]
+    return exactness_tries() + chosen + sets + [exact_run(seed=s, **EXACT_NARROW) for s in range(3)]
 
 
 # The ten families the structured-sum configuration was chosen on; the tables and the goal judge
@@ -9029,6 +9112,32 @@ def wrong_by_draw(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """The share of digits wrong (%) of each draw's table (`column_tables_by_draw`), side by side:
     rows the kinds of column, columns (draw, seed)."""
     return pd.concat({n: t.xs("wrong (%)", axis=1, level=1) for n, t in tables.items()}, axis=1)
+
+
+def wrong_digit_views(decisions: Any, below: int = 2) -> pd.DataFrame:
+    """Where the wrong digits of `column_decisions` sit: each view (the column's two digits, a + b,
+    and those of the `below` columns under it, "-" under the units), with its carry in, and how
+    many digits are wrong in it, most first."""
+    digits = decisions.set_index(["sum", "column"])[["a", "b"]]
+    wrong = decisions[~decisions["right"]]
+    views = {"carry in": wrong["carry in"].to_numpy()}
+    for i in range(below + 1):
+        at = pd.MultiIndex.from_arrays([wrong["sum"], wrong["column"] - i])
+        pair = digits.reindex(at)
+        text = [
+            f"{x} + {y}" if x >= 0 else "top"
+            for x, y in zip(pair["a"].fillna(-2).astype(int), pair["b"].fillna(-2).astype(int))
+        ]
+        views["the column" if i == 0 else f"{i} below"] = [
+            t if c - i >= 0 else "-" for t, c in zip(text, wrong["column"])
+        ]
+    order = ["the column", *[f"{i} below" for i in range(1, below + 1)], "carry in"]
+    table = pd.DataFrame(views, columns=order)
+    return (
+        table.value_counts().rename("wrong digits").reset_index()
+        if len(table)
+        else table.assign(**{"wrong digits": []})
+    )
 
 
 def plot_column_errors(tables: Mapping[str, Any], path: Path | None = None):

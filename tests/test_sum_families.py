@@ -497,6 +497,9 @@ def test_column_decisions_read_each_digit_of_its_own_column(answer):
     for _, r in d.sample(40, random_state=0).iterrows():
         total = int(padded[r["sum"], r["column"]]) + r["carry in"]
         assert int(units_first[r["sum"], r["column"]]) == total % 10
+        if r["column"] < n:  # the column's own digits, as written
+            assert (r["a"], r["b"]) == (int(a[r["sum"], n - 1 - r["column"]]), int(b[r["sum"], n - 1 - r["column"]]))
+    assert (d.loc[d["column"] == n, ["a", "b"]] == -1).all().all()  # the top digit's column holds none
     table = L.column_error_table({"s0": d})
     with pytest.raises(ValueError, match="in the run's format"):
         L.column_decisions(
@@ -552,6 +555,72 @@ def test_digit_set_sums_draw_only_their_digits_and_are_true_sums():
         L.DigitSetAddition((0, 10))
     with pytest.raises(ValueError, match="format 'equal' only"):
         L.DigitSetAddition((0, 9), format="paper")
+
+
+def test_planted_sums_hold_their_columns_at_one_place_and_are_true_sums():
+    value = lambda d: sum(int(v) * 10**i for i, v in enumerate(reversed(d)))  # noqa: E731
+    columns = [(9, 9), (8, 8), (5, 5)]
+    for equal in (False, True):
+        task = L.PlantedAddition(columns, equal, answer="lsd")
+        n = 10
+        x, y = task.sample(n, 300, torch.Generator().manual_seed(2))
+        a, b = x[:, :n] - L.N_SPECIAL, x[:, n + 1 :] - L.N_SPECIAL
+        starts = set()
+        for row_a, row_b, row_y in zip(a.tolist(), b.tolist(), (y - L.N_SPECIAL).tolist()):
+            assert value(row_y[::-1]) == value(row_a) + value(row_b)
+            at = [i for i in range(n - 2) if row_a[i : i + 3] == [9, 8, 5] and row_b[i : i + 3] == [9, 8, 5]]
+            assert at, (row_a, row_b)
+            starts.add(at[0])
+        assert starts == set(range(n - 2))  # every place, the top and the units included
+        assert torch.equal(a, b) == equal
+    assert L.PlantedAddition(columns).prompt_key != L.PlantedAddition(columns, equal=True).prompt_key
+    assert L.PlantedAddition([(4, 6)]).prompt_key != L.PlantedAddition([(6, 4)]).prompt_key
+    with pytest.raises(ValueError, match="pairs of digits from 0 to 9"):
+        L.PlantedAddition([(9, 10)])
+    with pytest.raises(ValueError, match="added to itself has equal digits"):
+        L.PlantedAddition([(4, 6)], equal=True)
+    with pytest.raises(ValueError, match="3 planted columns need sums of at least 3 digits; got n = 2"):
+        L.PlantedAddition(columns).sample(2, 4, torch.Generator())
+    with pytest.raises(ValueError, match="format 'equal' only"):
+        L.PlantedAddition(columns, format="paper")
+
+
+def test_wrong_digit_views_name_each_wrong_digit_by_its_column_and_those_below():
+    # one sum, 3 digits, units first: columns 0, 1, 2 and the top (3); wrong at 2 and at the top
+    d = pd.DataFrame(
+        {
+            "sum": [0] * 4 + [1] * 4,
+            "column": [0, 1, 2, 3] * 2,
+            "carry in": [0, 1, 1, 1, 0, 0, 0, 0],
+            "a": [5, 8, 9, -1, 1, 1, 1, -1],
+            "b": [5, 8, 9, -1, 1, 1, 1, -1],
+            "right": [True, True, False, False, True, False, True, True],
+        }
+    )
+    views = L.wrong_digit_views(d)
+    assert views.columns.tolist() == ["the column", "1 below", "2 below", "carry in", "wrong digits"]
+    rows = {tuple(r[:-1]): r[-1] for r in views.itertuples(index=False)}
+    assert rows == {
+        ("9 + 9", "8 + 8", "5 + 5", 1): 1,
+        ("top", "9 + 9", "8 + 8", 1): 1,
+        ("1 + 1", "1 + 1", "-", 0): 1,  # column 1 has one column below it, then none
+    }
+    assert L.wrong_digit_views(d.assign(right=True))["wrong digits"].sum() == 0
+
+
+def test_planted_scores_score_each_run_plant_and_size(tmp_path, monkeypatch):
+    cfgs = [L.structured_run(seed=s, eval_max_len=16) for s in range(2)]
+    monkeypatch.setattr(L, "load_run_model", lambda cfg, results_dir: cfg.seed)
+    seen = []
+
+    def fake(model, task, sizes, n_per_size, seed):
+        seen.append((model, task.prompt_key))
+        return {n: 0.5 + model / 4 for n in sizes}
+
+    monkeypatch.setattr(L, "exact_match_by_length", fake)
+    out = L.planted_scores(cfgs, {"x": ([(9, 9)], True), "y": ([(4, 6)], False)}, [4, 8], tmp_path)
+    assert out.loc["x", (8, "seed 1")] == 0.75 and out.loc["y", (4, "seed 0")] == 0.5
+    assert out.shape == (2, 4) and len(seen) == 4 and len({k for _, k in seen}) == 2
 
 
 def test_digit_pair_scores_compute_what_the_cache_lacks_and_keep_the_rest(tmp_path, monkeypatch):
@@ -680,3 +749,18 @@ def test_column_tables_by_draw_split_the_decisions_by_draw_and_set_the_wrong_sha
     assert wrong[("zeros and nines", "seed 0")].tolist() == [0.0, 50.0]
     assert wrong[("uniform digits", "seed 0")].tolist() == [50.0, 0.0]
     assert wrong[("zeros and nines", "seed 1")].tolist() == [0.0, 0.0]
+
+
+def test_the_window_1_runs_are_a_stage_of_their_own_and_differ_from_the_digit_sets_in_the_window_only(tmp_path):
+    stages = {cfg.hash: stage for stage, cfg, _ in L.addition_runs(tmp_path)}
+    narrow = [L.exact_run(seed=s, **L.EXACT_NARROW) for s in range(3)]
+    assert [stages[c.hash] for c in narrow] == ["window-1 seeds"] * 3
+    assert narrow == L.exactness_study()[-3:]
+    for s, cfg in enumerate(narrow):
+        sets = L.exact_run(seed=s, **L.EXACT_SETS)
+        assert cfg.model.options["attention_window"] == 1 and sets.model.options["attention_window"] == 2
+        assert cfg.make_training_task().key == sets.make_training_task().key == "addition.lsd.mixed-sets"
+        assert cfg.to_dict()["model"] | {"attention_window": 2} == sets.to_dict()["model"]
+        assert {k: v for k, v in cfg.to_dict().items() if k != "model"} == {
+            k: v for k, v in sets.to_dict().items() if k != "model"
+        }
