@@ -657,6 +657,89 @@ plt.show()
 # nines is a hypothesis that more seeds would test.
 
 # %% [markdown]
+# ### Where seed 0 misses, and a narrower window
+#
+# Seed 0's wrong digits on a number added to itself, column by column: 512 sums at each of 96,
+# 112, 128, 192 and 256 digits, teacher-forced (`L.column_decisions`), each wrong digit named by
+# its column's two digits, those of the two columns below it, and its carry in
+# (`L.wrong_digit_views`; "top" is the carry out's column):
+
+# %%
+seed0, a_plus_a_sizes = trained_sets[0], (96, 112, 128, 192, 256)
+model0, task0 = L.load_run_model(seed0, L.ADDITION_DIR), seed0.make_task()
+a_plus_a = L.StructuredAddition("equal operands", **task0.format)
+views0 = pd.concat(
+    [L.wrong_digit_views(L.column_decisions(model0, task0, n, a_plus_a, count=512)) for n in a_plus_a_sizes]
+)
+views0.groupby(list(views0.columns[:-1]), as_index=False).sum().sort_values("wrong digits", ascending=False)
+
+# %% [markdown]
+# Eleven of the twelve wrong digits sit in a column 9 + 9 whose carry in comes from 8 + 8, itself
+# carried into from 5 + 5; the twelfth in a column 3 + 3 above 9 + 9 above 5 + 5: in both, 5 + 5
+# two columns below. The carry into a column needs only the column below and the model's own
+# previous digit; the column two below is in view because the window spans 2 places. Whether that view alone is
+# the cause is tested apart from the rest of the sum: each view planted at a random place in
+# random sums (`L.PlantedAddition`; `L.CARRY_PLANTS`, the top column first), 512 sums per size,
+# exact match (%), the three digit-set seeds:
+
+# %%
+(100 * L.planted_scores(trained_sets, L.CARRY_PLANTS, (16, 64, 128))).round(1)
+
+# %% [markdown]
+# On seed 0 the view misses in random sums too (99.0-99.4%), more in a number added to itself
+# (97.3-99.4%); with 4 + 6 two below (the same sum, 10), 6 + 6 two below, or 7 + 9 below (the same
+# sum, 16) it is right on every sum, so the digits of the columns below sway the answer, not only
+# their sums. On seeds 1 and 2 no view is wrong on more than one sum of 512 at any size. A window of 1 place (`L.EXACT_NARROW`) shows a query its column and the
+# column below, all the carry needs, with its own previous digit; it held as two did in the
+# ablation above. Tried on seed 0 first, then on seeds 1 and 2, trained and scored as the digit
+# sets were, against the same goal:
+
+# %%
+narrow = [L.exact_run(seed=s, **L.EXACT_NARROW) for s in range(3)]
+goal_narrow = L.exactness_goal(narrow)
+display(goal_narrow.round(1))
+met_narrow = goal_narrow["trained"].all() and goal_narrow[">= 99% everywhere"].all()
+print(f"At least 99% at every size scored, on random sums and every family, on all {len(narrow)} seeds: {bool(met_narrow)}")
+
+# %%
+trained_narrow = [c for c, done in zip(narrow, goal_narrow["trained"]) if done]
+L.with_blanks(L.family_table({"window of 1": trained_narrow}, sizes=sizes_256, families=tuple(L.SUM_FAMILIES)).round(1),
+              decimals=1)
+
+# %% [markdown]
+# The 45 digit pairs (the lowest pair over the seeds), the planted views, and column by column at
+# 256 digits (digits wrong, %), as for the digit sets:
+
+# %%
+L.digit_pair_table(L.digit_pair_scores(trained_narrow)).round(1)
+
+# %%
+(100 * L.planted_scores(trained_narrow, L.CARRY_PLANTS, (16, 64, 128))).round(1)
+
+# %%
+narrow_columns = L.column_tables_by_draw(L.column_decisions_by_draw(trained_narrow, draws, 256))
+L.wrong_by_draw(narrow_columns).round(2)
+
+# %%
+compared_narrow = compared_sets | {"digit sets, window of 1 place (P = 320)": trained_narrow}
+fig = L.plot_structured(compared_narrow, L.FIGURES_DIR / "11_window_1.png", note=places, families=L.SUM_FAMILIES)
+plt.show()
+
+# %% [markdown]
+# **Right on every sum scored, on three seeds, to 256 digits.** With a window of 1 place, each
+# seed is 100% on random sums and on all 17 families at every size scored from 1 to 256 digits
+# (32 times the longest training size), on each of the 45 digit pairs at 8, 64, 128 and 256
+# digits, and on every planted view, and column by column at 256 digits no digit is wrong: the
+# 99% goal holds on all three seeds, and seed 0's miss is gone. This is what was tested: 256 sums
+# per family and size (every size to 64 digits, then every 16th), 256 per digit pair and size,
+# 512 per planted view and size. A number added to itself, a pair per operand, skewed digits and
+# the families that fix each column's kind stay beyond every sampler; the digit pairs and the
+# zeros and nines are in training at 1-8 digits, so on them this shows the rule carried in
+# length. That the window, not chance, removed the miss rests on one seed's planted view (wrong
+# with 2 places, right with 1): a hypothesis the other seeds, right with either window, cannot
+# test.
+
+# %% [markdown]
 # ## Compute
 
 # %%
@@ -696,6 +779,11 @@ if goal_sets["trained"].all():
     at256 = 100 * min(em[256] for fams in scored for em in fams.values())
     kinds = f"worst of 3 seeds, {1 + len(L.SUM_FAMILIES)} kinds of sum"
     cited.loc["this study, digit sets"] = ["the same, trained with digit sets", "1-8", 256, round(at256, 1), kinds]
+if goal_narrow["trained"].all():
+    scored = [L.family_scores(L.read_record(L.record_path(L.ADDITION_DIR, c)), L.SUM_FAMILIES) for c in narrow]
+    at256 = 100 * min(em[256] for fams in scored for em in fams.values())
+    kinds = f"worst of 3 seeds, {1 + len(L.SUM_FAMILIES)} kinds of sum"
+    cited.loc["this study, window of 1"] = ["the same, a window of 1 place", "1-8", 256, round(at256, 1), kinds]
 cited["ratio"] = (cited["test_digits"] / cited["train_digits"].str.split("-").str[1].astype(int)).round(2)
 with pd.option_context("display.max_colwidth", None):
     display(cited)
@@ -715,11 +803,12 @@ with pd.option_context("display.max_colwidth", None):
 #   works test at 100 or 200 digits, with their own models and training, so the comparison above
 #   is of ratios, not of scale.
 # - Every goal holds for the inputs it was judged on: at each size, 256 random sums and 256 of each
-#   family (ten, then 17), and for the mixture and the digit sets 256 of each of the 45 digit
-#   pairs at four sizes.
+#   family (ten, then 17), and for the mixture, the digit sets and the window of 1 place 256 of
+#   each of the 45 digit pairs at four sizes; 512 sums per planted view and size.
 #   The further families show the chosen configuration does not hold for every input (the table in
 #   *Sums no sampler favours*); the mixture holds on every input tested on one seed of three, and
-#   the digit pairs found a failure of another seed that no family drew. The chosen configuration
+#   the digit pairs found a failure of another seed that no family drew; with digit sets and a
+#   window of 1 place every seed holds on every input tested. The chosen configuration
 #   trains on operands in runs, so repeated digits and zero padding are in its training
 #   distribution (at 1-8 digits); the mixture adds sparse sums, so carries among zeros are too.
 #   Two-valued digits, digits only 0 or 9 among them, are drawn for by neither, but by the digit
