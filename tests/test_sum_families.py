@@ -663,6 +663,28 @@ def test_exactness_goal_takes_the_lowest_cell_over_random_sums_and_every_family(
     assert goal.loc[1, "scored to (digits)"] == 256 and not goal.loc[2, "trained"]
 
 
+def test_exactness_verdict_reads_the_goal_the_trained_seeds_and_the_lowest_cell_at_a_size(tmp_path):
+    sizes = [1, 8, 64, 256]
+    cfgs = [L.exact_run(seed=s) for s in range(3)]
+    perfect = {n: 1.0 for n in sizes}
+    every = {f: perfect for f in L.SUM_FAMILIES}
+    write_scored(tmp_path, cfgs[0], perfect, every)
+    write_scored(tmp_path, cfgs[1], perfect, every | {"zeros and nines": {**perfect, 8: 0.995, 256: 0.98}})
+    part = L.exactness_verdict(cfgs, tmp_path)  # seed 2 untrained
+    assert part.trained == cfgs[:2] and not part.all_trained and not part.met
+    assert part.statement().endswith("on all 3 seeds: False")
+    assert part.lowest(256) == pytest.approx(98.0) and part.lowest(8) == pytest.approx(99.5)
+    with pytest.raises(ValueError, match="scored at 9 digits"):
+        part.lowest(9)
+    table = part.families("w", (8, 256))
+    assert table.loc[("w", "zeros and nines"), "256"] == "98.0" and table.loc[("w", "random"), "seeds"] == 2
+    write_scored(tmp_path, cfgs[2], perfect, every)
+    assert not L.exactness_verdict(cfgs, tmp_path).met  # all trained, seed 1 under 99% at 256
+    write_scored(tmp_path, cfgs[1], perfect, every)
+    whole = L.exactness_verdict(cfgs, tmp_path)
+    assert whole.met and whole.statement().endswith("on all 3 seeds: True") and whole.lowest(256) == 100.0
+
+
 def test_digit_pair_table_finds_the_worst_pair_and_counts_the_cells_short():
     scores = pd.DataFrame(
         [
