@@ -252,6 +252,26 @@ def test_the_decomposition_runs_from_the_study_s_statistic_to_the_paper_s():
     assert np.isnan(steps.iloc[1][L.label("learned")])  # dropped from the second step on
 
 
+def test_both_statistics_and_their_evidence_sit_side_by_side_per_frame():
+    rows = []
+    for task, n in (("copy", 20), ("sorting", 12), ("parity", 12)):
+        for seed in range(2):
+            for e, v in zip(L.encoding_names(), (0.9, 0.1, 0.5, 0.2, 0.7, 0.6)):
+                rows.append((task, e, seed, n, v if task != "parity" else 1 - v))
+    three = frame(rows)
+    two = three[three["task"] != "parity"]
+    table = L.both_statistics({"two": two, "three": three})
+    assert list(table.columns) == ["study's, two", "study's, three", "paper's on ours, two", "paper's on ours, three"]
+    assert table["study's, two"]["nope"] == pytest.approx(1.0)  # first on both tasks
+    assert table["study's, three"].to_dict() == pytest.approx(L.study_mrr(L.ood_scores(three)).to_dict())
+    assert table["paper's on ours, three"].dropna().to_dict() == pytest.approx(
+        L.paper_mrr(L.ood_scores(three, pooled=True)).to_dict()
+    )
+    assert np.isnan(table.loc["learned", "paper's on ours, two"])  # the paper trained no learned table
+    ev = L.evidence_both(two)
+    assert set(ev) == {"study's", "paper's"} and len(ev["study's"]) == 15 and len(ev["paper's"]) == 10
+
+
 def goal_frame(cells):
     """{(task, encoding): (median %, lowest %, meets)} -> the frame `in_distribution_goal` gives."""
     index = pd.MultiIndex.from_tuples(cells, names=["task", "encoding"])
