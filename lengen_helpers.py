@@ -7129,18 +7129,34 @@ def planted_scores(
     sizes: Sequence[int],
     results_dir: str | Path = ADDITION_DIR,
     n_per_size: int = 512,
+    cache: Path | None = ADDITION_DIR / "planted.csv",
 ) -> pd.DataFrame:
     """Exact match (0-1) of each run of `configs` (from its saved weights) on each plant (name ->
     (columns, equal), as `PlantedAddition` takes them) at each size: rows the plants, columns
-    (size, "seed s")."""
-    out = {}
+    (size, "seed s"). Scores are read from `cache` where it holds them (keyed by the run's hash,
+    the plant's prompts, the size and the number of sums); the rest are computed and added to it."""
+    key = ["config_hash", "prompts", "n", "sums"]
+    done = pd.read_csv(cache, dtype={"config_hash": str}) if cache is not None and Path(cache).exists() else None
+    if done is not None and list(done.columns) != [*key, "exact_match"]:
+        raise ValueError(f"{cache} is not a planted-scores cache (columns {list(done.columns)}); move it aside")
+    known = {} if done is None else {tuple(r[:4]): r[4] for r in done.itertuples(index=False)}
+    out, new = {}, []
     for cfg in configs:
-        model, task = load_run_model(cfg, results_dir), cfg.make_task()
+        model, task = None, cfg.make_task()
         for name, (columns, equal) in plants.items():
-            em = exact_match_by_length(
-                model, PlantedAddition(columns, equal, **task.format), sizes, n_per_size, cfg.eval_seed
-            )
+            planted = PlantedAddition(columns, equal, **task.format)
+            em = {n: known.get((cfg.hash, planted.prompt_key, n, n_per_size)) for n in sizes}
+            missing = [n for n, v in em.items() if v is None]
+            if missing:
+                model = model if model is not None else load_run_model(cfg, results_dir)
+                em |= exact_match_by_length(model, planted, missing, n_per_size, cfg.eval_seed)
+                new += [(cfg.hash, planted.prompt_key, n, n_per_size, em[n]) for n in missing]
             out |= {(name, n, f"seed {cfg.seed}"): v for n, v in em.items()}
+    if cache is not None and new:
+        rows = pd.DataFrame(new, columns=[*key, "exact_match"])
+        merged = pd.concat([done, rows], ignore_index=True) if done is not None else rows
+        Path(cache).parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(Path(cache), lambda p: merged.to_csv(p, index=False))
     table = pd.Series(out).unstack([1, 2])
     return table.reindex(index=list(plants), columns=pd.MultiIndex.from_tuples(list(dict.fromkeys(k[1:] for k in out))))
 

@@ -675,7 +675,8 @@ views0.groupby(list(views0.columns[:-1]), as_index=False).sum().sort_values("wro
 # previous digit; the column two below is in view because the window spans 2 places. Whether that
 # view alone is the cause is tested apart from the rest of the sum: each view planted at a random place in
 # random sums (`L.PlantedAddition`; `L.CARRY_PLANTS`, the top column first), 512 sums per size,
-# exact match (%), the three digit-set seeds:
+# exact match (%), the three digit-set seeds (`L.planted_scores`, cached in
+# `results/addition/planted.csv`):
 
 # %%
 (100 * L.planted_scores(trained_sets, L.CARRY_PLANTS, (16, 64, 128))).round(1)

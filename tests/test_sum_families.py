@@ -618,9 +618,34 @@ def test_planted_scores_score_each_run_plant_and_size(tmp_path, monkeypatch):
         return {n: 0.5 + model / 4 for n in sizes}
 
     monkeypatch.setattr(L, "exact_match_by_length", fake)
-    out = L.planted_scores(cfgs, {"x": ([(9, 9)], True), "y": ([(4, 6)], False)}, [4, 8], tmp_path)
+    plants = {"x": ([(9, 9)], True), "y": ([(4, 6)], False)}
+    out = L.planted_scores(cfgs, plants, [4, 8], tmp_path, cache=None)
     assert out.loc["x", (8, "seed 1")] == 0.75 and out.loc["y", (4, "seed 0")] == 0.5
     assert out.shape == (2, 4) and len(seen) == 4 and len({k for _, k in seen}) == 2
+
+
+def test_planted_scores_read_what_the_cache_holds_and_compute_the_rest(tmp_path, monkeypatch):
+    cfgs = [L.structured_run(seed=s, eval_max_len=16) for s in range(2)]
+    monkeypatch.setattr(L, "load_run_model", lambda cfg, results_dir: cfg.seed)
+    seen = []
+
+    def fake(model, task, sizes, n_per_size, seed):
+        seen.append((model, task.prompt_key, tuple(sizes)))
+        return {n: 0.5 + model / 4 + n / 100 for n in sizes}
+
+    monkeypatch.setattr(L, "exact_match_by_length", fake)
+    cache, plants = tmp_path / "planted.csv", {"x": ([(9, 9)], True)}
+    first = L.planted_scores(cfgs[:1], plants, [4, 8], tmp_path, cache=cache)
+    assert len(seen) == 1 and len(pd.read_csv(cache)) == 2
+    both = L.planted_scores(cfgs, plants, [4, 8, 12], tmp_path, cache=cache)
+    assert seen[1:] == [(0, seen[0][1], (12,)), (1, seen[0][1], (4, 8, 12))]  # only what the cache lacks
+    assert both.loc["x", (8, "seed 0")] == first.loc["x", (8, "seed 0")] == pytest.approx(0.58)
+    assert len(pd.read_csv(cache)) == 6
+    L.planted_scores(cfgs, plants, [4, 8], tmp_path, n_per_size=64, cache=cache)
+    assert len(seen) == 5  # another number of sums is another score
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a planted-scores cache"):
+        L.planted_scores(cfgs, plants, [4], tmp_path, cache=tmp_path / "other.csv")
 
 
 def test_digit_pair_scores_compute_what_the_cache_lacks_and_keep_the_rest(tmp_path, monkeypatch):
