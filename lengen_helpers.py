@@ -6812,25 +6812,28 @@ def column_kinds(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     return torch.cat([kind, top], dim=1), torch.stack(carry_in, dim=1)
 
 
-def column_decisions(
-    model: DecoderOnlyLM, task: Task, n: int, sums: Task | None = None, count: int = 256, seed: int = 1234
-):
-    """Each answer digit of `count` sums of size n as a row: the sum, its column (0 = units), the
-    column's kind and carry in, the kind of the column below (none for the units), and whether
-    the model's digit is right given the true answer before it (teacher-forced, as greedy
-    decoding meets it until its first error). `sums`: the task that draws them, in `task`'s
-    format (a `StructuredAddition` for a family; None: `task`'s own, uniform digits)."""
+def _column_batch(task: Task, n: int, sums: Task | None, count: int, seed: int, config: ModelConfig) -> Batch:
+    """The sums `column_decisions` reads (checked to be equal-format addition in `task`'s format)."""
     sums = task if sums is None else sums
     if task.name != "addition" or task.format["format"] != "equal" or sums.format != task.format:
         raise ValueError(f"column decisions are read from equal-format addition in the run's format; got {sums.key!r}")
-    batch = evaluation_batch(sums, n, count, seed, model.config)
-    a, b = batch.tokens[:, 1 : n + 1] - N_SPECIAL, batch.tokens[:, n + 2 : 2 * n + 2] - N_SPECIAL
+    return evaluation_batch(sums, n, count, seed, config)
+
+
+def column_right(model: DecoderOnlyLM, task: Task, batch: Batch, n: int) -> Tensor:
+    """(count, n + 1) bool, units first: whether the model's digit of each answer column is right
+    given the true answer before it (teacher-forced)."""
     with evaluating(model), torch.no_grad():
         predicted = model(batch.inputs, positions=batch.positions[:, :-1]).argmax(-1)
     queries = torch.arange(2 * n + 2, 2 * n + 2 + n + 1)  # SEP and the answer's digits predict the n + 1 digits
-    right = (predicted[:, queries] == batch.targets[:, queries]).long()
-    if task.format["answer"] != "lsd":
-        right = right.flip(1)  # written most significant first: units last
+    right = predicted[:, queries] == batch.targets[:, queries]
+    return right if task.format["answer"] == "lsd" else right.flip(1)  # written most significant first: units last
+
+
+def column_frame(batch: Batch, n: int, right: Tensor) -> pd.DataFrame:
+    """The rows of `column_decisions` from its sums and whether each digit is right ((count, n + 1), units first)."""
+    count = len(right)
+    a, b = batch.tokens[:, 1 : n + 1] - N_SPECIAL, batch.tokens[:, n + 2 : 2 * n + 2] - N_SPECIAL
     kind, carry_in = column_kinds(a, b)
     below = torch.cat([torch.full((count, 1), -1), kind[:, :-1]], dim=1)
     column = torch.arange(n + 1).expand(count, -1)
@@ -6849,6 +6852,55 @@ def column_decisions(
             "right": right.flatten().numpy().astype(bool),
         }
     )
+
+
+def column_decisions(
+    model: DecoderOnlyLM, task: Task, n: int, sums: Task | None = None, count: int = 256, seed: int = 1234
+) -> pd.DataFrame:
+    """Each answer digit of `count` sums of size n as a row: the sum, its column (0 = units), the
+    column's kind and carry in, the kind of the column below (none for the units), and whether
+    the model's digit is right given the true answer before it (teacher-forced, as greedy
+    decoding meets it until its first error). `sums`: the task that draws them, in `task`'s
+    format (a `StructuredAddition` for a family; None: `task`'s own, uniform digits)."""
+    batch = _column_batch(task, n, sums, count, seed, model.config)
+    return column_frame(batch, n, column_right(model, task, batch, n))
+
+
+COLUMNS_CACHE_KEY = ["config_hash", "prompts", "n", "sums", "seed"]
+
+
+def run_column_decisions(
+    cfg: RunConfig,
+    n: int,
+    sums: Task | None = None,
+    count: int = 256,
+    seed: int = 1234,
+    results_dir: str | Path = ADDITION_DIR,
+    cache: Path | None = ADDITION_DIR / "columns.csv",
+) -> pd.DataFrame:
+    """`column_decisions` of a run's saved weights. What the weights decide is read from `cache`
+    where it holds it (keyed by the run's hash, the sums' prompts, n, the number of sums and the
+    seed: the wrong digits, as indices into the (sum, column) grid); else computed and added to
+    it. The sums themselves are drawn again: they depend only on the key."""
+    task = cfg.make_task()
+    batch = _column_batch(task, n, sums, count, seed, cfg.model)
+    key = (cfg.hash, (task if sums is None else sums).prompt_key, n, count, seed)
+    done = pd.read_csv(cache, dtype=str, keep_default_na=False) if cache is not None and Path(cache).exists() else None
+    if done is not None and list(done.columns) != [*COLUMNS_CACHE_KEY, "wrong"]:
+        raise ValueError(f"{cache} is not a column-decisions cache (columns {list(done.columns)}); move it aside")
+    hit = None if done is None else done[(done[COLUMNS_CACHE_KEY] == [str(k) for k in key]).all(axis=1)]
+    if hit is not None and len(hit):
+        right = torch.ones(count * (n + 1), dtype=torch.bool)
+        right[[int(i) for i in hit["wrong"].iloc[0].split()]] = False
+        return column_frame(batch, n, right.view(count, n + 1))
+    right = column_right(load_run_model(cfg, results_dir), task, batch, n)
+    if cache is not None:
+        wrong = " ".join(str(i) for i in torch.nonzero(~right.flatten()).flatten().tolist())
+        row = pd.DataFrame([[*map(str, key), wrong]], columns=[*COLUMNS_CACHE_KEY, "wrong"])
+        merged = pd.concat([done, row], ignore_index=True) if done is not None else row
+        Path(cache).parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(Path(cache), lambda p: merged.to_csv(p, index=False))
+    return column_frame(batch, n, right)
 
 
 # The best configuration was scored on random sums; on the families above it fails (notebook 11),
@@ -6906,14 +6958,15 @@ STRUCTURED_GOAL = {"every size to 64": 0.99, "128 digits": 0.95}  # every seed, 
 def column_decisions_by_draw(
     configs: Sequence[RunConfig], draws: Mapping[str, str | None], n: int, results_dir: str | Path = ADDITION_DIR
 ) -> dict[tuple[str, str], Any]:
-    """`column_decisions` at n digits for each run (its saved weights) and each draw (name ->
-    a family, or None for uniform digits), keyed (draw, "seed s")."""
+    """`column_decisions` at n digits for each run (its saved weights, through the cache of
+    `run_column_decisions`) and each draw (name -> a family, or None for uniform digits), keyed
+    (draw, "seed s")."""
     out = {}
     for cfg in configs:
-        model, task = load_run_model(cfg, results_dir), cfg.make_task()
+        task = cfg.make_task()
         for name, family in draws.items():
             sums = StructuredAddition(family, **task.format) if family else None
-            out[name, f"seed {cfg.seed}"] = column_decisions(model, task, n, sums)
+            out[name, f"seed {cfg.seed}"] = run_column_decisions(cfg, n, sums, results_dir=results_dir)
     return out
 
 
@@ -7086,7 +7139,7 @@ def digit_pair_scores(
         kept = done[~done["config_hash"].isin(out["config_hash"])] if done is not None else None
         merged = pd.concat([kept, out], ignore_index=True) if kept is not None else out
         Path(cache).parent.mkdir(parents=True, exist_ok=True)
-        merged.to_csv(cache, index=False)
+        _atomic_write(Path(cache), lambda p: merged.to_csv(p, index=False))
     return out
 
 

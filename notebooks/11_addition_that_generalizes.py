@@ -512,9 +512,8 @@ L.with_blanks(L.family_lowest({k: [c] for k, c in tried.items()}, families=tuple
 # %%
 try_decisions = {}
 for name, cfg in tried.items():
-    model, task = L.load_run_model(cfg, L.ADDITION_DIR), cfg.make_task()
-    sums = L.StructuredAddition("zeros and nines", **task.format)
-    try_decisions[name] = L.column_decisions(model, task, 64, sums)
+    sums = L.StructuredAddition("zeros and nines", **cfg.make_task().format)
+    try_decisions[name] = L.run_column_decisions(cfg, 64, sums)
 L.column_error_table(try_decisions).xs("wrong (%)", axis=1, level=1).round(2)
 
 # %% [markdown]
@@ -657,14 +656,14 @@ plt.show()
 # Seed 0's wrong digits on a number added to itself, column by column: 512 sums at each of 96,
 # 112, 128, 192 and 256 digits, teacher-forced (`L.column_decisions`), each wrong digit named by
 # its column's two digits, those of the two columns below it, and its carry in
-# (`L.wrong_digit_views`; "top" is the carry out's column):
+# (`L.wrong_digit_views`; "top" is the carry out's column). What the weights decide column by
+# column, here and above, is cached in `results/addition/columns.csv` (`L.run_column_decisions`):
 
 # %%
 seed0, a_plus_a_sizes = trained_sets[0], (96, 112, 128, 192, 256)
-model0, task0 = L.load_run_model(seed0, L.ADDITION_DIR), seed0.make_task()
-a_plus_a = L.StructuredAddition("equal operands", **task0.format)
+a_plus_a = L.StructuredAddition("equal operands", **seed0.make_task().format)
 views0 = pd.concat(
-    [L.wrong_digit_views(L.column_decisions(model0, task0, n, a_plus_a, count=512)) for n in a_plus_a_sizes]
+    [L.wrong_digit_views(L.run_column_decisions(seed0, n, a_plus_a, count=512)) for n in a_plus_a_sizes]
 )
 views0.groupby(list(views0.columns[:-1]), as_index=False).sum().sort_values("wrong digits", ascending=False)
 

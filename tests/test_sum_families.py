@@ -734,22 +734,43 @@ def test_training_carry_views_count_the_view_each_sampler_gives():
 
 def test_column_decisions_by_draw_key_each_run_and_draw(monkeypatch):
     cfgs = [L.structured_run(seed=s) for s in (0, 2)]
-    seen = []
 
-    def fake_load(cfg, results_dir):
-        seen.append(cfg.seed)
-        return L.DecoderOnlyLM(L.ModelConfig(encoding="nope", n_layers=1, d_model=16, n_heads=2, d_ff=32), 15)
+    def fake(cfg, n, sums, results_dir):
+        return (cfg.seed, n, sums and sums.family.name)
 
-    monkeypatch.setattr(L, "load_run_model", fake_load)
-    monkeypatch.setattr(L, "column_decisions", lambda model, task, n, sums: (n, sums and sums.family.name))
+    monkeypatch.setattr(L, "run_column_decisions", fake)
     out = L.column_decisions_by_draw(cfgs, {"zeros and nines": "zeros and nines", "uniform": None}, 12)
-    assert seen == [0, 2]  # each model loaded once
     assert out == {
-        ("zeros and nines", "seed 0"): (12, "zeros and nines"),
-        ("uniform", "seed 0"): (12, None),
-        ("zeros and nines", "seed 2"): (12, "zeros and nines"),
-        ("uniform", "seed 2"): (12, None),
+        ("zeros and nines", "seed 0"): (0, 12, "zeros and nines"),
+        ("uniform", "seed 0"): (0, 12, None),
+        ("zeros and nines", "seed 2"): (2, 12, "zeros and nines"),
+        ("uniform", "seed 2"): (2, 12, None),
     }
+
+
+def test_run_column_decisions_read_the_weights_decisions_from_the_cache(tmp_path, monkeypatch):
+    """A cached entry gives the same frame as the weights; only a new key loads them; a foreign
+    CSV is refused."""
+    cfg = L.structured_run(seed=0, eval_max_len=16)
+    task = cfg.make_task()
+    torch.manual_seed(0)
+    model = L.make_model(cfg)  # untrained: many digits wrong, a few right
+    loads = []
+    monkeypatch.setattr(L, "load_run_model", lambda c, results_dir: loads.append(c.seed) or model)
+    cache, sums = tmp_path / "columns.csv", L.StructuredAddition("zeros and nines", **task.format)
+    first = L.run_column_decisions(cfg, 6, sums, count=16, seed=3, results_dir=tmp_path, cache=cache)
+    expected = L.column_decisions(model, task, 6, sums, count=16, seed=3)
+    pd.testing.assert_frame_equal(first, expected)
+    assert 0 < (~first["right"]).sum() < len(first)  # the cache must hold both kinds of digit
+    again = L.run_column_decisions(cfg, 6, sums, count=16, seed=3, results_dir=tmp_path, cache=cache)
+    pd.testing.assert_frame_equal(again, expected)
+    assert loads == [0]  # read back, not recomputed
+    L.run_column_decisions(cfg, 6, None, count=16, seed=3, results_dir=tmp_path, cache=cache)
+    L.run_column_decisions(cfg, 7, sums, count=16, seed=3, results_dir=tmp_path, cache=cache)
+    assert loads == [0, 0, 0] and len(pd.read_csv(cache)) == 3  # another draw, another size: new entries
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a column-decisions cache"):
+        L.run_column_decisions(cfg, 6, sums, count=16, results_dir=tmp_path, cache=tmp_path / "other.csv")
 
 
 def test_training_chain_views_count_long_chains_per_sampler():
