@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import dataclasses
 import functools
 import hashlib
@@ -2131,10 +2132,35 @@ def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_
     return 3.0 * (tokens * dense + attention)
 
 
+# An estimate of a run's compute is a fixed function of its config (the batches are a seeded
+# draw): each is kept in one file, keyed by the run's hash and the number of batches sampled, so
+# that a notebook reads it instead of drawing the batches again. None: every estimate afresh.
+COMPUTE_CACHE: Path | None = RESULTS_DIR / "compute.csv"
+COMPUTE_CACHE_COLUMNS = ["config_hash", "sample_steps", "name", "flops"]
+
+
+def _compute_cache_rows() -> list[list[str]]:
+    """The estimates `COMPUTE_CACHE` holds, one row each (`COMPUTE_CACHE_COLUMNS`), header checked."""
+    if COMPUTE_CACHE is None or not COMPUTE_CACHE.exists():
+        return []
+    with open(COMPUTE_CACHE, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or rows[0] != COMPUTE_CACHE_COLUMNS:
+        raise ValueError(
+            f"{COMPUTE_CACHE} is not a compute cache (header {rows[:1]}, expected {COMPUTE_CACHE_COLUMNS}); move it aside"
+        )
+    return rows[1:]
+
+
 def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
     """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
-    estimated from its first `sample_steps` batches. The study states compute in copy runs: the
-    FLOPs of one 5,000-step copy run of its model."""
+    estimated from its first `sample_steps` batches (read from `COMPUTE_CACHE` where it holds the
+    estimate, else computed and added to it). The study states compute in copy runs: the FLOPs of
+    one 5,000-step copy run of its model."""
+    rows = _compute_cache_rows()
+    for config_hash, steps, _, flops in rows:
+        if (config_hash, int(steps)) == (cfg.hash, sample_steps):
+            return float(flops)
     g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_training_task()
     per_step = np.mean(
         [
@@ -2142,7 +2168,17 @@ def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
             for _ in range(sample_steps)
         ]
     )
-    return float(per_step * cfg.steps)
+    flops = float(per_step * cfg.steps)
+    if COMPUTE_CACHE is not None:
+        table = [COMPUTE_CACHE_COLUMNS, *rows, [cfg.hash, str(sample_steps), cfg.name, repr(flops)]]
+
+        def write(path: Path) -> None:
+            with open(path, "w", newline="") as f:
+                csv.writer(f).writerows(table)
+
+        COMPUTE_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(COMPUTE_CACHE, write)
+    return flops
 
 
 def loss_at(record: dict[str, Any], step: int) -> float:

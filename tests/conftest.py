@@ -24,3 +24,9 @@ def _registries():
     L.ENCODINGS.update(encodings)
     L.TASKS.clear()
     L.TASKS.update(tasks)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_compute_estimates(monkeypatch):
+    """Tests estimate compute afresh and never write the study's cache of estimates."""
+    monkeypatch.setattr(L, "COMPUTE_CACHE", None)

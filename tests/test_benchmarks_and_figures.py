@@ -27,6 +27,39 @@ def test_training_step_flops_counts_real_tokens_and_causal_attention():
     assert L.training_step_flops(packed, cfg) == 2 * L.training_step_flops(b, cfg)  # padding is not useful work
 
 
+def test_run_compute_flops_reads_the_cache_and_adds_what_it_lacks(tmp_path, monkeypatch):
+    cache = tmp_path / "compute.csv"
+    monkeypatch.setattr(L, "COMPUTE_CACHE", cache)
+    cfg, other = L.make_run("copy", "nope", 0, steps=50), L.make_run("reverse", "alibi", 1, steps=50)
+    first = L.run_compute_flops(cfg, sample_steps=5)
+    L.run_compute_flops(other, sample_steps=5)
+    monkeypatch.setattr(L, "training_batch", lambda *a: pytest.fail("a cached estimate drew batches"))
+    assert L.run_compute_flops(cfg, sample_steps=5) == first  # read back exactly
+    rows = cache.read_text().splitlines()
+    assert rows[0] == "config_hash,sample_steps,name,flops" and len(rows) == 3
+    assert rows[1].startswith(f"{cfg.hash},5,{cfg.name},")
+    with pytest.raises(pytest.fail.Exception, match="drew batches"):
+        L.run_compute_flops(cfg, sample_steps=6)  # another number of batches is another estimate
+    cache.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a compute cache"):
+        L.run_compute_flops(cfg, sample_steps=5)
+
+
+def test_the_committed_compute_estimates_equal_fresh_ones():
+    """The cache is keyed by the run's config; a change to how compute is counted or batches are
+    drawn would leave stale estimates in it: a few are drawn afresh and compared."""
+    committed = pd.read_csv(L.RESULTS_DIR / "compute.csv", dtype={"config_hash": str})
+    wanted = {
+        (L.make_run("copy", "nope", 0).hash, L.COPY_RUN_SAMPLE_STEPS): L.make_run("copy", "nope", 0),
+        (L.pcfg_deep_runs()[0].hash, 20): L.pcfg_deep_runs()[0],
+        (L.scratchpad_run("parity", "o", "t5").hash, 20): L.scratchpad_run("parity", "o", "t5"),
+    }
+    held = {(r.config_hash, r.sample_steps): r.flops for r in committed.itertuples()}
+    assert set(wanted) <= set(held), "the committed cache lacks estimates the notebooks print"
+    for (h, steps), cfg in wanted.items():
+        assert held[h, steps] == L.run_compute_flops(cfg, sample_steps=steps)  # afresh: the tests' cache is off
+
+
 def test_the_copy_run_unit_is_one_cached_estimate_every_notebook_uses(monkeypatch):
     calls = []
     monkeypatch.setattr(L, "run_compute_flops", lambda cfg, sample_steps: calls.append((cfg, sample_steps)) or 7.0)
