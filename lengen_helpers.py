@@ -6291,13 +6291,16 @@ def place_positions(
     seq, lengths = _sequence_index(seg)
     draw = torch.rand(len(lengths), generator=generator)  # one per sequence
     length = lengths[seq]
+    size_of = {}  # sequence length -> size, for every size the batch's rows can hold
     for n in task.sizes(task.min_size, task.max_size or seg.shape[1]):
         if task.sequence_length(n) > seg.shape[1]:
             break
-        mask = (seg >= 0) & (length == task.sequence_length(n))
-        if mask.any():
-            places = place_layout(task, n, config)
-            shift = (draw[seq[mask]] * place_room(task, n, n_positions, places)).long()
+        size_of[task.sequence_length(n)] = n
+    for m in lengths.unique().tolist():  # only the lengths present: a batch of one size is one pass
+        if m in size_of:
+            mask = (seg >= 0) & (length == m)
+            places = place_layout(task, size_of[m], config)
+            shift = (draw[seq[mask]] * place_room(task, size_of[m], n_positions, places)).long()
             positions[mask] = torch.tensor(places)[offsets[mask]] + shift
     return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
 
