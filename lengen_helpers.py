@@ -2147,7 +2147,8 @@ def _compute_cache_rows() -> list[list[str]]:
         rows = list(csv.reader(f))
     if not rows or rows[0] != COMPUTE_CACHE_COLUMNS:
         raise ValueError(
-            f"{COMPUTE_CACHE} is not a compute cache (header {rows[:1]}, expected {COMPUTE_CACHE_COLUMNS}); move it aside"
+            f"{COMPUTE_CACHE} is not a compute cache (header {rows[:1]}, expected {COMPUTE_CACHE_COLUMNS}); "
+            "move it aside"
         )
     return rows[1:]
 
