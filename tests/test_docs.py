@@ -76,3 +76,15 @@ def notebook_text(path: Path) -> str:
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
 def test_no_notebook_prints_how_the_study_was_built(path):
     assert not build_words(notebook_text(path)), f"{path.name}: {build_words(notebook_text(path))}"
+
+
+def test_the_compute_table_adds_up_to_the_total_it_states():
+    text = (ROOT / "docs" / "results.md").read_text()
+    table = text.split("## Compute, notebook by notebook", 1)[1]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ")]
+    number = re.compile(r"^[\d,]+(?:\.\d+)?$")
+    totals = [(int(r[2].strip()), float(r[3].strip().replace(",", ""))) for r in rows if number.match(r[3].strip())]
+    stated = re.search(r"add up to ([\d,]+) runs and ([\d,.]+) copy runs", table)
+    assert totals and stated, "the compute table or its stated total is missing"
+    assert sum(r for r, _ in totals) == int(stated[1].replace(",", ""))
+    assert round(sum(c for _, c in totals), 1) == float(stated[2].replace(",", ""))
