@@ -2132,25 +2132,35 @@ def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_
     return 3.0 * (tokens * dense + attention)
 
 
+def read_keyed_cache(path: str | Path | None, columns: Sequence[str], what: str) -> dict[tuple[str, ...], str]:
+    """A CSV cache of one value per key (`columns`: the key's, then the value's), as {key: value},
+    all as text: empty if `path` is None or absent; a file of other columns (not a `what` cache)
+    is refused, never overwritten."""
+    if path is None or not Path(path).exists():
+        return {}
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or rows[0] != list(columns):
+        raise ValueError(f"{path} is not a {what} cache (header {rows[:1]}, expected {list(columns)}); move it aside")
+    return {tuple(r[:-1]): r[-1] for r in rows[1:]}
+
+
+def write_keyed_cache(path: str | Path, columns: Sequence[str], entries: Mapping[tuple[str, ...], str]) -> None:
+    """Every entry (key -> value, as `read_keyed_cache` gives them) to `path`, atomically."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            csv.writer(f).writerows([list(columns), *([*k, v] for k, v in entries.items())])
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(Path(path), write)
+
+
 # An estimate of a run's compute is a fixed function of its config (the batches are a seeded
-# draw): each is kept in one file, keyed by the run's hash and the number of batches sampled, so
-# that a notebook reads it instead of drawing the batches again. None: every estimate afresh.
+# draw): each is kept in one file, keyed by the run's hash, the number of batches sampled and its
+# name, so that a notebook reads it instead of drawing the batches again. None: every estimate afresh.
 COMPUTE_CACHE: Path | None = RESULTS_DIR / "compute.csv"
 COMPUTE_CACHE_COLUMNS = ["config_hash", "sample_steps", "name", "flops"]
-
-
-def _compute_cache_rows() -> list[list[str]]:
-    """The estimates `COMPUTE_CACHE` holds, one row each (`COMPUTE_CACHE_COLUMNS`), header checked."""
-    if COMPUTE_CACHE is None or not COMPUTE_CACHE.exists():
-        return []
-    with open(COMPUTE_CACHE, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows or rows[0] != COMPUTE_CACHE_COLUMNS:
-        raise ValueError(
-            f"{COMPUTE_CACHE} is not a compute cache (header {rows[:1]}, expected {COMPUTE_CACHE_COLUMNS}); "
-            "move it aside"
-        )
-    return rows[1:]
 
 
 def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
@@ -2158,10 +2168,10 @@ def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
     estimated from its first `sample_steps` batches (read from `COMPUTE_CACHE` where it holds the
     estimate, else computed and added to it). The study states compute in copy runs: the FLOPs of
     one 5,000-step copy run of its model."""
-    rows = _compute_cache_rows()
-    for config_hash, steps, _, flops in rows:
-        if (config_hash, int(steps)) == (cfg.hash, sample_steps):
-            return float(flops)
+    known = read_keyed_cache(COMPUTE_CACHE, COMPUTE_CACHE_COLUMNS, "compute")
+    key = (cfg.hash, str(sample_steps), cfg.name)
+    if key in known:
+        return float(known[key])
     g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_training_task()
     per_step = np.mean(
         [
@@ -2171,14 +2181,7 @@ def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
     )
     flops = float(per_step * cfg.steps)
     if COMPUTE_CACHE is not None:
-        table = [COMPUTE_CACHE_COLUMNS, *rows, [cfg.hash, str(sample_steps), cfg.name, repr(flops)]]
-
-        def write(path: Path) -> None:
-            with open(path, "w", newline="") as f:
-                csv.writer(f).writerows(table)
-
-        COMPUTE_CACHE.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(COMPUTE_CACHE, write)
+        write_keyed_cache(COMPUTE_CACHE, COMPUTE_CACHE_COLUMNS, known | {key: repr(flops)})
     return flops
 
 
@@ -6906,7 +6909,7 @@ def column_decisions(
     return column_frame(batch, n, column_right(model, task, batch, n))
 
 
-COLUMNS_CACHE_KEY = ["config_hash", "prompts", "n", "sums", "seed"]
+COLUMNS_CACHE_COLUMNS = ["config_hash", "prompts", "n", "sums", "seed", "wrong"]
 
 
 def run_column_decisions(
@@ -6924,22 +6927,16 @@ def run_column_decisions(
     it. The sums themselves are drawn again: they depend only on the key."""
     task = cfg.make_task()
     batch = _column_batch(task, n, sums, count, seed, cfg.model)
-    key = (cfg.hash, (task if sums is None else sums).prompt_key, n, count, seed)
-    done = pd.read_csv(cache, dtype=str, keep_default_na=False) if cache is not None and Path(cache).exists() else None
-    if done is not None and list(done.columns) != [*COLUMNS_CACHE_KEY, "wrong"]:
-        raise ValueError(f"{cache} is not a column-decisions cache (columns {list(done.columns)}); move it aside")
-    hit = None if done is None else done[(done[COLUMNS_CACHE_KEY] == [str(k) for k in key]).all(axis=1)]
-    if hit is not None and len(hit):
+    key = (cfg.hash, (task if sums is None else sums).prompt_key, str(n), str(count), str(seed))
+    known = read_keyed_cache(cache, COLUMNS_CACHE_COLUMNS, "column-decisions")
+    if key in known:
         right = torch.ones(count * (n + 1), dtype=torch.bool)
-        right[[int(i) for i in hit["wrong"].iloc[0].split()]] = False
+        right[[int(i) for i in known[key].split()]] = False
         return column_frame(batch, n, right.view(count, n + 1))
     right = column_right(load_run_model(cfg, results_dir), task, batch, n)
     if cache is not None:
         wrong = " ".join(str(i) for i in torch.nonzero(~right.flatten()).flatten().tolist())
-        row = pd.DataFrame([[*map(str, key), wrong]], columns=[*COLUMNS_CACHE_KEY, "wrong"])
-        merged = pd.concat([done, row], ignore_index=True) if done is not None else row
-        Path(cache).parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(Path(cache), lambda p: merged.to_csv(p, index=False))
+        write_keyed_cache(cache, COLUMNS_CACHE_COLUMNS, known | {key: wrong})
     return column_frame(batch, n, right)
 
 
@@ -7216,6 +7213,9 @@ class PlantedAddition(Addition):
         return self.write(a, b)
 
 
+PLANTED_CACHE_COLUMNS = ["config_hash", "prompts", "n", "sums", "exact_match"]
+
+
 def planted_scores(
     configs: Sequence[RunConfig],
     plants: Mapping[str, tuple[Sequence[tuple[int, int]], bool]],
@@ -7228,28 +7228,22 @@ def planted_scores(
     (columns, equal), as `PlantedAddition` takes them) at each size: rows the plants, columns
     (size, "seed s"). Scores are read from `cache` where it holds them (keyed by the run's hash,
     the plant's prompts, the size and the number of sums); the rest are computed and added to it."""
-    key = ["config_hash", "prompts", "n", "sums"]
-    done = pd.read_csv(cache, dtype={"config_hash": str}) if cache is not None and Path(cache).exists() else None
-    if done is not None and list(done.columns) != [*key, "exact_match"]:
-        raise ValueError(f"{cache} is not a planted-scores cache (columns {list(done.columns)}); move it aside")
-    known = {} if done is None else {tuple(r[:4]): r[4] for r in done.itertuples(index=False)}
-    out, new = {}, []
+    known = read_keyed_cache(cache, PLANTED_CACHE_COLUMNS, "planted-scores")
+    out, new = {}, {}
     for cfg in configs:
         model, task = None, cfg.make_task()
         for name, (columns, equal) in plants.items():
             planted = PlantedAddition(columns, equal, **task.format)
-            em = {n: known.get((cfg.hash, planted.prompt_key, n, n_per_size)) for n in sizes}
-            missing = [n for n, v in em.items() if v is None]
+            keys = {n: (cfg.hash, planted.prompt_key, str(n), str(n_per_size)) for n in sizes}
+            em = {n: float(known[k]) for n, k in keys.items() if k in known}
+            missing = [n for n in sizes if n not in em]
             if missing:
                 model = model if model is not None else load_run_model(cfg, results_dir)
                 em |= exact_match_by_length(model, planted, missing, n_per_size, cfg.eval_seed)
-                new += [(cfg.hash, planted.prompt_key, n, n_per_size, em[n]) for n in missing]
-            out |= {(name, n, f"seed {cfg.seed}"): v for n, v in em.items()}
+                new |= {keys[n]: repr(float(em[n])) for n in missing}
+            out |= {(name, n, f"seed {cfg.seed}"): em[n] for n in sizes}
     if cache is not None and new:
-        rows = pd.DataFrame(new, columns=[*key, "exact_match"])
-        merged = pd.concat([done, rows], ignore_index=True) if done is not None else rows
-        Path(cache).parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(Path(cache), lambda p: merged.to_csv(p, index=False))
+        write_keyed_cache(cache, PLANTED_CACHE_COLUMNS, known | new)
     table = pd.Series(out).unstack([1, 2])
     return table.reindex(index=list(plants), columns=pd.MultiIndex.from_tuples(list(dict.fromkeys(k[1:] for k in out))))
 
