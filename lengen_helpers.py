@@ -5554,6 +5554,44 @@ def scratchpad_lower_lr(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     return runs
 
 
+# Experiment 1 on the pre-norm model: the study's model puts LayerNorm after each residual sum
+# (post-LN, the baseline's); the paper's T5 decoder normalizes what enters each sublayer. Deep
+# post-LN stacks train slowly and unevenly, and at both rates above many arms of experiment 1 stall
+# on a loss plateau that more steps do not leave. This round changes that one setting, at addition's
+# chosen rate, every other setting and the seeds as in experiment 1; both arms train in this
+# chapter's folder. The pilot comes first: the arms that missed at both rates.
+PRE_NORM_SETTINGS: dict[str, Any] = {"pre_norm": True}
+PRE_NORM_PILOT = (("o", "nope", 2), ("o", "rope", 2), ("o", "t5", 2), ("o", "alibi", 0))
+PRE_NORM_PILOT += tuple(("none", "alibi", s) for s in range(3))
+
+
+def pre_norm_arm(components: str, encoding: str, seed: int, steps: int = 10_000) -> RunConfig:
+    """One arm of experiment 1 on the pre-norm model: the step outputs (`components` "o") or the
+    answer alone ("none"), addition's chosen model and rate with normalization before each
+    sublayer, `steps` steps."""
+    if components not in ("o", "none"):
+        raise ValueError(
+            f"experiment 1's arms are 'o' (the step outputs) and 'none' (the answer alone); got {components!r}"
+        )
+    shape, changed = CHOSEN_SHAPES["addition"]
+    settings = {**PILOT_SHAPES[shape], **changed, **PRE_NORM_SETTINGS, "steps": steps}
+    options = {"format": "paper"} | ({"scratchpad": components} if components != "none" else {})
+    top = {"eval_max_len": 16} if components != "none" else {}
+    return paper_split_runs("addition", [encoding], [seed], task_options=options, **top, **settings)[0]
+
+
+def scratchpad_pre_norm_pilot() -> list[RunConfig]:
+    """The pre-norm pilot: the step outputs of NoPE, RoPE and T5 seed 2 and of ALiBi seed 0, and
+    ALiBi's answer alone on every seed (the arms that missed at both post-LN rates)."""
+    return [pre_norm_arm(*arm) for arm in PRE_NORM_PILOT]
+
+
+def scratchpad_pre_norm(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
+    """Experiment 1 on the pre-norm model: for each seed and each of the paper's five encodings,
+    the step outputs, then the answer alone (the pilot's runs are among them, the same configs)."""
+    return [pre_norm_arm(arm, enc, seed) for seed in seeds for enc in PAPER_ENCODINGS for arm in ("o", "none")]
+
+
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
     """Per experiment (the pilot, then 1-3): runs, runs trained, the copy runs of those trained,
     wall time (hours, this machine's, with other training beside it, as the records time it), and
@@ -7394,6 +7432,8 @@ STUDY_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str, str]] = [
     ("scratchpad-tasks", scratchpad_tasks, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
     ("scratchpad-components", scratchpad_components, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
     ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-pre-norm-pilot", scratchpad_pre_norm_pilot, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-pre-norm", scratchpad_pre_norm, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
     ("addition-pilot", addition_pilot, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
     ("addition-places", addition_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
     ("addition-structured", structured_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),

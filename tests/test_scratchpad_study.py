@@ -1,6 +1,7 @@
 """The scratchpad study (section 15, notebook 10): its runs and their controls, the effect and its
 verdicts, the paper's reading of a generation against ours, and where a step's query looks."""
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -543,3 +544,21 @@ def test_step_or_answer_at_rates_keeps_each_rates_runs_whose_step_outputs_were_l
     assert wide.index.tolist() == [(chosen, "NoPE"), (lower, "RoPE")]
     with pytest.raises(ValueError, match="no run"):
         L.step_or_answer_at_rates(pairs[pairs["status"] == "neither learned"], results_dir=pad, control_dir=ctl)
+
+
+def test_the_pre_norm_round_changes_only_the_normalization_and_holds_its_pilot():
+    grid, pilot = L.scratchpad_pre_norm(), L.scratchpad_pre_norm_pilot()
+    assert len(grid) == 30 and len({c.hash for c in grid}) == 30
+    assert {c.hash for c in pilot} <= {c.hash for c in grid} and len(pilot) == 7
+    post = {(c.task_options.get("scratchpad", "none"), c.encoding, c.seed): c for c in L.scratchpad_addition()}
+    post |= {(c.task_options.get("scratchpad", "none"), c.encoding, c.seed): c for c in L.chosen_shape_runs("addition")}
+    for cfg in grid:
+        assert cfg.model.pre_norm and (cfg.lr, cfg.steps) == (2e-3, 10_000)
+        before = post[cfg.task_options.get("scratchpad", "none"), cfg.encoding, cfg.seed]
+        assert not before.model.pre_norm and cfg.hash != before.hash
+        same = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, pre_norm=False))
+        assert same.hash == before.hash  # the one setting changed
+    assert L.pre_norm_arm("o", "alibi", 0, steps=20_000).steps == 20_000
+    with pytest.raises(ValueError, match="'o' .* and 'none'"):
+        L.pre_norm_arm("co", "nope", 0)
+    assert {"scratchpad-pre-norm", "scratchpad-pre-norm-pilot"} <= set(L.EXPERIMENTS)
