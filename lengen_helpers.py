@@ -9356,10 +9356,11 @@ def family_lowest(
     runs: dict[str, list[RunConfig]], results_dir: str | Path = ADDITION_DIR, families: Sequence[str] = TEN_FAMILIES
 ):
     """Family x configuration: the lowest exact match (%) over every size scored and every seed
-    (label -> its seeds' runs), and the size where it is lowest (the first such; none at 100%)."""
+    (label -> its seeds' runs), and the size where it is lowest (the first such; "none" where every
+    size is at 100%)."""
     sizes = family_sizes(max(c.eval_max_len for configs in runs.values() for c in configs))
     table = family_table(runs, sizes=sizes, results_dir=results_dir, families=families)[[str(n) for n in sizes]]
-    at = table.idxmin(axis=1).astype(int).astype("Int64").where(table.min(axis=1) < 100)
+    at = table.idxmin(axis=1).astype(int).astype(object).where(table.min(axis=1) < 100, "none")
     out = pd.DataFrame({"lowest (%)": table.min(axis=1), "at (digits)": at})
     return out.unstack("configuration").swaplevel(axis=1)[list(runs)].reindex(table.index.unique("family"))
 

@@ -43,3 +43,13 @@ def test_notebook_is_committed_executed(nb):
     assert cells and all(c.get("execution_count") for c in cells), f"{nb.name} has unexecuted cells"
     lax = [c for c in cells if "NBVAL_IGNORE_OUTPUT" in "".join(c["source"])]
     assert len(lax) <= len(cells) // 2, f"{nb.name}: too many cells ignore their output"
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_output_shows_a_missing_value_as_nan(nb):
+    # a cell with nothing to show says so in words ("—", "none"), never pandas' NaN or <NA>
+    for i, cell in enumerate(c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"):
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+            text += "".join(out.get("data", {}).get("text/html", ""))
+            assert not re.search(r"<NA>|&lt;NA&gt;|\bNaN\b", text), f"{nb.name}, code cell {i + 1}: a NaN or <NA>"

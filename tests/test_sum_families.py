@@ -239,7 +239,8 @@ def test_family_lowest_takes_the_worst_size_and_seed_and_names_no_size_at_100(tm
     assert lowest.loc["all zeros", ("best", "lowest (%)")] == pytest.approx(50.0)
     assert lowest.loc["all zeros", ("best", "at (digits)")] == 7  # the first of the two lowest
     assert lowest.loc["all zeros", ("one seed", "at (digits)")] == 96  # a size past 64, scored
-    assert pd.isna(lowest.loc["no carry", ("best", "at (digits)")])
+    assert lowest.loc["no carry", ("best", "at (digits)")] == "none"  # every size at 100%: no size, no <NA>
+    assert "<NA>" not in lowest.to_string() and "NaN" not in lowest.to_string()
     with pytest.raises(ValueError, match="has a record"):
         L.family_lowest({"untrained": [L.structured_run(seed=5)]}, results_dir=tmp_path)
 
