@@ -4105,13 +4105,17 @@ def seed_order(scores, task: str) -> str:
 
 # Eight tasks and three seeds are thin for a bootstrap over tasks, so an ordering is stated only
 # where three kinds of evidence agree: the hierarchical bootstrap, the per-task win count (more
-# than half the tasks) and an exact sign-flip test over tasks. A table tests every pair of
-# encodings at once (15 for six), so the bootstrap's one-sided p (the share of resamples with A not
-# ahead) and the sign-flip p are each corrected for the number of pairs by Holm's step-down rule,
-# and both must stay at most `FAMILY_ALPHA` (a family-wise error rate of 0.10 per test over the
-# table). Two checks are shown beside them: whether leaving out any one task flips the ordering,
-# and how often it holds when each encoding's seeds are paired with the other encodings' at random
-# (a column's runs share only a seed number; they are unrelated runs).
+# than half the tasks) and an exact sign-flip test over tasks. Both tests are two-sided: the point
+# statistic picks which encoding of a pair is ahead, so a one-sided p in that direction would
+# double the error rate the rule states. The family is every pair of encodings in a table (15 for
+# six, 10 for five), named before any run was ranked: the bootstrap's p (twice the smaller share
+# of resamples on either side) and the sign-flip p are each corrected for the table's pairs by
+# Holm's step-down rule, and both must stay at most `FAMILY_ALPHA`, so that the chance of stating
+# any false ordering in a table is at most 0.10 per test. Over T tasks the smallest p an exact
+# sign-flip test can give is 2 / 2^T (`smallest_corrected_p`), which bounds what a table can state.
+# Two checks are shown beside them: whether leaving out any one task flips the ordering, and how
+# often it holds when each encoding's seeds are paired with the other encodings' at random (a
+# column's runs share only a seed number; they are unrelated runs).
 FAMILY_ALPHA = 0.10
 
 
@@ -4132,12 +4136,30 @@ def per_task_rr(rr):
     return rr.groupby(level="task", sort=False).mean()
 
 
-def sign_flip_p(differences: Sequence[float], weights: Sequence[float] | None = None) -> float:
-    """One-sided exact sign-flip test over tasks: the share of the 2^T sign assignments whose
-    weighted sum of differences is at least the observed one (ties included)."""
+def sign_flip_p(differences: Sequence[float], weights: Sequence[float] | None = None, two_sided: bool = False) -> float:
+    """Exact sign-flip test over tasks: the share of the 2^T sign assignments whose weighted sum of
+    differences is at least the observed one (ties included); `two_sided`: whose sum is at least
+    as far from 0 as the observed one, either way."""
     d = np.asarray(differences, dtype=float) * (np.ones(len(differences)) if weights is None else np.asarray(weights))
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
-    return float(((signs @ d) >= d.sum() - 1e-12).mean())
+    sums = np.array(list(itertools.product((1.0, -1.0), repeat=len(d)))) @ d
+    if two_sided:
+        return float((np.abs(sums) >= abs(d.sum()) - 1e-12).mean())
+    return float((sums >= d.sum() - 1e-12).mean())
+
+
+def bootstrap_two_sided_p(share_ahead: float) -> float:
+    """A bootstrap's two-sided p from the share of resamples with A ahead of B: twice the smaller
+    of the shares on either side, capped at 1."""
+    return min(1.0, 2 * min(share_ahead, 1 - share_ahead))
+
+
+def smallest_corrected_p(n_tasks: int, n_pairs: int) -> float:
+    """The smallest Holm-corrected p a table of `n_pairs` pairs can give with a two-sided exact
+    sign-flip test over `n_tasks` tasks: its smallest p, 2 / 2^T (every task's difference the same
+    sign), times the pairs (Holm's first step)."""
+    if n_tasks < 1 or n_pairs < 1:
+        raise ValueError(f"need at least one task and one pair; got {n_tasks} tasks and {n_pairs} pairs")
+    return min(1.0, n_pairs * 2.0 / 2**n_tasks)
 
 
 def reshuffled_seeds(scores, order: Sequence[str] | None = None, splits=None, n: int = 1000, seed: int = 0):
@@ -4162,9 +4184,9 @@ def pairwise_evidence(
 ):
     """Every pair of encodings (A ahead of B by the point statistic), with: the mean reciprocal
     ranks, the share of hierarchical resamples with A ahead, the tasks A wins (per-task mean
-    reciprocal rank higher), the exact sign-flip p over tasks, whether A stays ahead with any one
-    task left out, the share of `n_pairings` random seed pairings with A ahead, both tests' p-values
-    corrected for the pairs tested (`holm_adjusted`), and whether the ordering is stated (more than
+    reciprocal rank higher), the exact sign-flip p over tasks (two-sided), whether A stays ahead with
+    any one task left out, the share of `n_pairings` random seed pairings with A ahead, both tests'
+    two-sided p-values corrected for the pairs tested (`holm_adjusted`), and whether the ordering is stated (more than
     half the tasks won, both corrected p-values at most `FAMILY_ALPHA`). `order` and `splits` as
     `paper_mrr` (the paper's statistic) or None (the study's)."""
     rr = column_reciprocal_ranks(scores, order)
@@ -4177,14 +4199,14 @@ def pairwise_evidence(
         d = (tasks[a] - tasks[b]).to_numpy()
         left_out = [np.delete(d * w, i).sum() > 0 for i in range(len(d))] if len(d) > 1 else [False]
         row = {"pair": f"{label(a)} > {label(b)}", "MRR A": point[a], "MRR B": point[b], "bootstrap": p.loc[a, b]}
-        row |= {"tasks won": f"{int((d > 0).sum())} of {len(d)}", "sign-flip p": sign_flip_p(d, w)}
+        row |= {"tasks won": f"{int((d > 0).sum())} of {len(d)}", "sign-flip p": sign_flip_p(d, w, two_sided=True)}
         row |= {
             "holds leaving out any one task": all(left_out),
             "random seed pairings": float((shuffled[a] > shuffled[b]).mean()),
         }
         rows.append(row | {"won most tasks": bool((d > 0).sum() > len(d) / 2)})
     out = pd.DataFrame(rows).set_index("pair")
-    out["bootstrap p (Holm)"] = holm_adjusted(1 - out["bootstrap"])
+    out["bootstrap p (Holm)"] = holm_adjusted(out["bootstrap"].map(bootstrap_two_sided_p))
     out["sign-flip p (Holm)"] = holm_adjusted(out["sign-flip p"])
     corrected = (out["bootstrap p (Holm)"] <= FAMILY_ALPHA) & (out["sign-flip p (Holm)"] <= FAMILY_ALPHA)
     out["stated"] = out.pop("won most tasks") & corrected
@@ -8259,6 +8281,17 @@ def evidence_table(evidence):
 def stated_orderings(evidence) -> str:
     """The pairs `pairwise_evidence` states, joined; "none" if it states none."""
     return ", ".join(evidence.index[evidence["stated"]]) or "none"
+
+
+def family_reach(evidence) -> str:
+    """What a `pairwise_evidence` table's tests can state at all: its pairs (the family), its
+    tasks, and the smallest Holm-corrected p its sign-flip test can give (`smallest_corrected_p`)
+    against `FAMILY_ALPHA`."""
+    tasks = int(str(evidence["tasks won"].iloc[0]).split(" of ")[1])
+    p = smallest_corrected_p(tasks, len(evidence))
+    where = "over" if p > FAMILY_ALPHA else "within"
+    line = f"{len(evidence)} pairs over {tasks} tasks: the smallest corrected two-sided sign-flip p is {p:.3f}"
+    return line + f", {where} {FAMILY_ALPHA:.2f}" + (": no ordering can be stated" if p > FAMILY_ALPHA else "")
 
 
 def goal_marks(goal):

@@ -189,6 +189,47 @@ def test_the_sign_flip_test_counts_sign_assignments_by_hand():
     assert L.sign_flip_p([1.0] * 7 + [-1.0]) == pytest.approx(9 / 256)
     assert L.sign_flip_p([1.0, -1.0]) == pytest.approx(3 / 4)  # sums 0, 2, -2, 0: three reach 0
     assert L.sign_flip_p([1.0, 1.0], weights=[3.0, 1.0]) == pytest.approx(1 / 4)
+    # two-sided: the assignments whose sum is as far from 0 either way, so twice the one-sided
+    # share where the distribution is symmetric and the observed sum not 0
+    assert L.sign_flip_p([1.0] * 8, two_sided=True) == pytest.approx(2 / 256)
+    assert L.sign_flip_p([1.0] * 7 + [-1.0], two_sided=True) == pytest.approx(18 / 256)
+    assert L.sign_flip_p([-1.0] * 7 + [1.0], two_sided=True) == pytest.approx(18 / 256)  # direction does not matter
+    assert L.sign_flip_p([1.0, -1.0], two_sided=True) == 1.0  # every sum is at least 0 from 0
+
+
+def test_two_sided_bootstrap_p_and_the_smallest_p_a_table_can_reach():
+    assert L.bootstrap_two_sided_p(0.98) == pytest.approx(0.04)
+    assert L.bootstrap_two_sided_p(0.03) == pytest.approx(0.06)  # the other side counts the same way
+    assert L.bootstrap_two_sided_p(0.5) == 1.0 and L.bootstrap_two_sided_p(1.0) == 0.0
+    assert L.smallest_corrected_p(8, 15) == pytest.approx(15 * 2 / 256)  # 0.117: over 0.10
+    assert L.smallest_corrected_p(9, 15) == pytest.approx(15 * 2 / 512)
+    assert L.smallest_corrected_p(4, 10) == 1.0  # capped
+    assert L.smallest_corrected_p(8, 15) > L.FAMILY_ALPHA > L.smallest_corrected_p(8, 10)
+    with pytest.raises(ValueError, match="at least one task"):
+        L.smallest_corrected_p(0, 3)
+
+
+def test_over_eight_tasks_no_ordering_of_six_encodings_can_be_stated():
+    """Six encodings in the same strict order on every task of 8: every pair wins 8 of 8, yet the
+    smallest two-sided p, 2/256, times 15 pairs is over 0.10, so nothing is stated; with a ninth
+    task the same table states all 15."""
+    order = ["nope", "alibi", "t5", "rope", "sinusoidal", "learned"]
+    row = {e: 1.0 - i / 10 for i, e in enumerate(order)}
+    eight = {(f"t{t}", s): row for t in range(8) for s in range(3)}
+    ev = L.pairwise_evidence(scores(eight), n_boot=500, n_pairings=10)
+    assert (ev["tasks won"] == "8 of 8").all() and ev["sign-flip p"].eq(2 / 256).all()
+    assert not ev["stated"].any()
+    assert L.family_reach(ev) == (
+        "15 pairs over 8 tasks: the smallest corrected two-sided sign-flip p is 0.117, over 0.10: "
+        "no ordering can be stated"
+    )
+    nine = eight | {("t8", s): row for s in range(3)}
+    ev9 = L.pairwise_evidence(scores(nine), n_boot=500, n_pairings=10)
+    assert ev9["stated"].all()
+    assert (
+        L.family_reach(ev9)
+        == "15 pairs over 9 tasks: the smallest corrected two-sided sign-flip p is 0.059, within 0.10"
+    )
 
 
 def test_pairwise_evidence_states_only_what_every_test_supports():
@@ -200,7 +241,7 @@ def test_pairwise_evidence_states_only_what_every_test_supports():
     ev = L.pairwise_evidence(scores(table), n_boot=2000, n_pairings=100)
     assert set(ev.index) == {"NoPE > ALiBi", "NoPE > RoPE", "ALiBi > RoPE"}  # every pair, not neighbours
     assert ev.loc["NoPE > ALiBi", "tasks won"] == "7 of 8" and ev.loc["ALiBi > RoPE", "tasks won"] == "8 of 8"
-    assert ev.loc["ALiBi > RoPE", "sign-flip p"] == pytest.approx(1 / 256) and ev.loc["ALiBi > RoPE", "stated"]
+    assert ev.loc["ALiBi > RoPE", "sign-flip p"] == pytest.approx(2 / 256) and ev.loc["ALiBi > RoPE", "stated"]
     assert ev.loc["NoPE > ALiBi", "holds leaving out any one task"]
     assert ev.loc["NoPE > ALiBi", "random seed pairings"] == 1.0  # no spread over seeds to re-pair
     # one task alone: the win count is 1 of 1 but no test over tasks can reach 90%
@@ -216,24 +257,24 @@ def test_holm_adjusted_p_values_by_hand():
 
 
 def test_orderings_are_corrected_for_the_number_of_pairs_tested():
-    """Planted: four encodings above ALiBi and T5 on every task of 8 (each of those 8 pairs wins
-    8 of 8, sign-flip p 1/256), in a random order among themselves; ALiBi just above T5 on seven
-    tasks and just below on the eighth, by the same margin (p = 9/256, which one test at 0.10
-    would state). Over the 15 pairs, Holm keeps the 8 and drops ALiBi > T5."""
+    """Planted: four encodings above ALiBi and T5 on every task of 9 (each of those 8 pairs wins
+    9 of 9, two-sided sign-flip p 2/512), in a random order among themselves; ALiBi just above T5
+    on eight tasks and just below on the ninth, by the same margin (two-sided p = 20/512, which
+    one test at 0.10 would state). Over the 15 pairs, Holm keeps the 8 and drops ALiBi > T5."""
     rng = np.random.default_rng(0)
     top = ["nope", "rope", "sinusoidal", "learned"]
     table = {}
-    for t in range(8):
+    for t in range(9):
         for seed in range(3):
             row = dict(zip(top, 1 + rng.random(len(top))))
-            table[f"t{t}", seed] = row | ({"alibi": 0.5, "t5": 0.4} if t < 7 else {"alibi": 0.4, "t5": 0.5})
+            table[f"t{t}", seed] = row | ({"alibi": 0.5, "t5": 0.4} if t < 8 else {"alibi": 0.4, "t5": 0.5})
     ev = L.pairwise_evidence(scores(table), n_boot=2000, n_pairings=20)
     assert len(ev) == 15
     above = ev.loc[[f"{L.label(a)} > {L.label(b)}" for a in top for b in ("alibi", "t5")]]
-    assert (above["tasks won"] == "8 of 8").all() and above["stated"].all()
+    assert (above["tasks won"] == "9 of 9").all() and above["stated"].all()
     planted = ev.loc["ALiBi > T5 bias"]
-    assert planted["tasks won"] == "7 of 8" and planted["sign-flip p"] == pytest.approx(9 / 256)
-    assert planted["bootstrap"] >= 0.9  # a single test at 0.10 would state it
+    assert planted["tasks won"] == "8 of 9" and planted["sign-flip p"] == pytest.approx(20 / 512)
+    assert planted["bootstrap"] >= 0.95  # a single two-sided test at 0.10 would state it
     assert planted["sign-flip p (Holm)"] > L.FAMILY_ALPHA and not planted["stated"]
 
 
