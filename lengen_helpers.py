@@ -629,7 +629,7 @@ def label(encoding: str) -> str:
 
 # Layers and heads are drawn in the palette's colours that no encoding of the study takes, so that
 # no figure shows an encoding's colour for something else.
-ORDINAL_COLORS = ("tab:pink", "tab:gray", "tab:olive", "tab:cyan")
+ORDINAL_COLORS = ("tab:pink", "tab:gray", "tab:olive", "tab:cyan", "black")
 
 
 def ordinal_color(i: int) -> str:
@@ -4518,6 +4518,7 @@ class MLPProbe:
 
 
 PROBES: dict[str, Callable[[], Any]] = {"linear": LinearProbe, "mlp": MLPProbe}
+PROBE_WORDS = {"linear": "a ridge regression", "mlp": "a network of one hidden layer of 64 ReLU units"}
 
 
 PROBE_TEST_SEED = 8765  # the probes' test sequences, apart from the ones they are fitted on
@@ -4612,7 +4613,7 @@ def first_layer_table(
     return per_model_table(compute, tasks, encodings, [seed], results_dir, cache)
 
 
-def exact_match_cliff(df, level: float = 0.5):
+def exact_match_cliff(df, level: float = 0.9):
     """Per (task, encoding, seed) of an exact-match frame: the largest size n up to which exact
     match stays at or above `level` at every size (`reach_summary`), and the last position
     that size's answer reaches (the query that predicts EOS: prompt + answer + 1)."""
@@ -7774,12 +7775,15 @@ def plot_mrr(
     resampled: str = "",
     paper_label: str = "the paper's own runs",
     ylabel: str = "mean reciprocal rank",
+    note: str = "",
 ):
     """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
     `mrr_units`, resampled as rows; or a ready `summary` with mean and interval columns, such as
     `hierarchical_summary`'s, and what it `resampled`), and the paper's figure for each encoding
-    it reports as a marker (`paper_label` in the legend). Title lines longer than 72 characters
-    wrap to fit the figure."""
+    it reports as a marker beside its bar (`paper_label` in the legend), clear of the whisker.
+    `note`, such as the orderings a test states, is written under the axes, where a reader sees
+    what the intervals alone do not show. Title lines longer than 72 characters wrap to fit the
+    figure."""
     summary = bootstrap_summary(units) if summary is None else summary
     resampled = resampled or f"{len(units)} bootstrap units"
     fig, ax = plt.subplots(figsize=(7, 3.8))
@@ -7797,7 +7801,8 @@ def plot_mrr(
     handles, labels = [whisker], [f"ours: the bar, whiskers its 95% interval ({resampled})"]
     if paper:
         known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
-        ax.scatter([i for i, _ in known], [v for _, v in known], color="black", marker="D", zorder=3)
+        beside = [i + 0.3 for i, _ in known]  # at the bar's edge, not on its whisker
+        ax.scatter(beside, [v for _, v in known], color="black", marker="D", zorder=3)
         handles, labels = [ax.collections[-1], *handles], [paper_label, *labels]
     ax.set_xticks(x, [label(e) for e in summary.index])
     title = title or "Mean reciprocal rank over (task, seed) columns"
@@ -7808,7 +7813,11 @@ def plot_mrr(
         ylim=(0, 1.05),
     )
     ax.legend(handles, labels, fontsize=8)
-    fig.tight_layout()
+    if note:
+        fig.text(0.01, 0.01, textwrap.fill(note, 110), fontsize=8, va="bottom", ha="left")
+        fig.tight_layout(rect=(0, 0.04 * (1 + note.count(" ") // 16), 1, 1))
+    else:
+        fig.tight_layout()
     save_figure(fig, path)
     return fig
 
@@ -7950,11 +7959,13 @@ def draw_attention(
     results_dir: str | Path = RESULTS_DIR,
     name: str | None = None,
     colorbar: bool | None = None,
+    legend: bool = True,
 ) -> dict[str, Any]:
     """Heatmap of one head of `run`'s model (its weights in `results_dir`) on one gold sequence
     (output steps x all positions), on-target cells ringed, with a colour bar of the weights
-    (`colorbar`; by default where it draws its own figure); the title names the model by `name`
-    (default: its encoding). Returns what was drawn, including the model's greedy output against
+    (`colorbar`; by default where it draws its own figure) and a legend under the axes, off every
+    cell (`legend`; a figure of many panels draws one of its own instead); the title names the model by
+    `name` (default: its encoding). Returns what was drawn, including the model's greedy output against
     the target, as token ids and as the task's symbols."""
     model, task = load_run_model(run, results_dir), run.task
     c = model.config
@@ -7983,7 +7994,9 @@ def draw_attention(
         k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
     )
     ax.axvline(sep, color="white", lw=0.8, ls=":", label="SEP (the prompt ends)")
-    ax.legend(fontsize=9, loc="upper right", facecolor="0.2", edgecolor="0.6", labelcolor="white", markerscale=1.6)
+    if legend:  # under the axes: inside, it would sit on the SEP line or the first answer steps
+        dark = {"facecolor": "0.2", "edgecolor": "0.6", "labelcolor": "white"}  # the marks are drawn light
+        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, markerscale=1.6, **dark)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
     ax.set(
         title=f"{name or label(run.encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
@@ -8020,7 +8033,7 @@ def plot_pointer_heads(
         for ax, n in zip(row, lengths):
             last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
             drawn = draw_attention(
-                make_run(task, enc, 0), layer, head, n, ax=ax, results_dir=results_dir, colorbar=last
+                make_run(task, enc, 0), layer, head, n, ax=ax, results_dir=results_dir, colorbar=last, legend=False
             )
     lines = [
         f"{task}: each seed-0 model's pointer head (the head that attends most to the symbol it must output next,"
@@ -8030,8 +8043,13 @@ def plot_pointer_heads(
     ]
     wrapped = [textwrap.fill(line, width=int(11 * fig.get_figwidth())) for line in lines]
     fig.suptitle("\n".join(wrapped), fontsize=11)
+    dark = {"facecolor": "0.2", "edgecolor": "0.6", "labelcolor": "white"}  # the marks are drawn light
+    fig.legend(
+        *axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=10, markerscale=1.6, **dark
+    )
     rows_of_text = sum(w.count("\n") + 1 for w in wrapped)
-    fig.tight_layout(rect=(0, 0, 1, 1 - (0.1 + 0.16 * rows_of_text) / fig.get_figheight()))
+    top = 1 - (0.1 + 0.16 * rows_of_text) / fig.get_figheight()
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, top))  # the legend below every panel
     save_figure(fig, path, dpi=100)
     return fig
 
@@ -8391,38 +8409,35 @@ def plot_shapes_tried(
     task: str, encodings: Sequence[str] = ("nope", "sinusoidal"), seed: int = 0, path: Path | None = None
 ):
     """Training loss against step for every model tried on `task` (`trained_runs_of`), seed
-    `seed`: one panel per encoding, one line per (format, shape, steps, learning rate), a colour
-    per shape and learning rate, a line style per format, on a log axis; the legend below the panels."""
+    `seed`: one panel per encoding, one line per (shape, steps, learning rate) in a colour of its
+    own, a line style per format, on a log axis; the legend below the panels, its title naming the
+    line styles."""
     runs = [(c, r) for _, c, r in trained_runs_of(task) if c.seed == seed and c.model.encoding in encodings]
-    shapes = list(dict.fromkeys((c.model.n_layers, c.model.d_model, c.lr) for c, _ in runs))
+    models = list(dict.fromkeys((c.model.n_layers, c.model.d_model, c.steps, c.lr) for c, _ in runs))
     formats = list(dict.fromkeys(c.make_task().key for c, _ in runs))
-    colours = dict(zip(shapes, plt.cm.viridis(np.linspace(0, 0.85, max(len(shapes), 1)))))
+    colours = dict(zip(models, plt.cm.tab10(np.arange(len(models)) % 10)))
+    styles = dict(zip(formats, ("-", "--", ":", "-.")))
     fig, axes = plt.subplots(1, len(encodings), figsize=(6.5 * len(encodings), 4.4), sharey=True, squeeze=False)
     handles: dict[str, Any] = {}
     for ax, enc in zip(axes[0], encodings):
         mine = [(c, r) for c, r in runs if c.model.encoding == enc]
         for cfg, rec in mine:
-            curve, shape = rec["loss_curve"], (cfg.model.n_layers, cfg.model.d_model, cfg.lr)
+            curve, model = rec["loss_curve"], (cfg.model.n_layers, cfg.model.d_model, cfg.steps, cfg.lr)
             steps = curve["every"] * np.arange(1, len(curve["mean_loss"]) + 1)
-            style = ("-", "--", ":", "-.")[formats.index(cfg.make_task().key) % 4]
-            lw = 2.2 if cfg.steps > 5_000 else 1.2
-            name = f"{task_title(cfg.make_task().key)}: {shape[0]} x {shape[1]}, {cfg.steps:,} steps, lr {cfg.lr:g}"
-            (line,) = ax.plot(steps, curve["mean_loss"], color=colours[shape], ls=style, lw=lw, label=name)
-            handles.setdefault(name, line)
+            name = f"{model[0]} x {model[1]}, {model[2]:,} steps, lr {model[3]:g}"
+            fmt = cfg.make_task().key
+            (line,) = ax.plot(steps, curve["mean_loss"], color=colours[model], ls=styles[fmt], lw=1.6)
+            handles.setdefault(name, Line2D([], [], color=colours[model], lw=2))
         ax.set_yscale("log")
         ax.set(title=f"{task_title(task)}, {label(enc)}, seed {seed}", xlabel="training step")
         if not mine:
             ax.text(0.5, 0.5, "no run trained", ha="center", transform=ax.transAxes)
     axes[0][0].set_ylabel("training loss per answer token (log scale)")
-    fig.legend(
-        handles.values(),
-        handles.keys(),
-        loc="lower center",
-        ncol=2,
-        fontsize=8,
-        title="format: layers x width, steps, learning rate (thick: more than 5,000 steps)",
-    )
-    fig.tight_layout(rect=(0, 0.06 * (1 + len(handles) // 2), 1, 1))
+    names = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dotted"}
+    title = "model: layers x width, steps, learning rate; "
+    title += ", ".join(f"{names[styles[f]]}: {task_title(f)}" for f in formats)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize=8, title=title)
+    fig.tight_layout(rect=(0, 0.06 * (1 + len(handles) // 3), 1, 1))
     save_figure(fig, path)
     return fig
 
@@ -8569,10 +8584,12 @@ def plot_probe_errors(
     path: Path | None = None,
     probe: str = "mlp",
     by_layer: str | None = "nope",
+    level: float = 0.9,
 ):
     """Probe error against position, one panel per task: each encoding's model at the hidden state
     its probe reads best (`best_probe_layers`), in the encoding's colour, with its exact-match
-    cliff (`reach`, keyed 'task/encoding': the last position its answer reaches) marked on its line;
+    cliff (`reach`, keyed 'task/encoding': the last position its answer reaches at the longest n
+    whose every size scores at least `level`, `exact_match_cliff`) marked on its line;
     and, if `by_layer` names an encoding, a second row with that encoding's every hidden state, its
     cliff a vertical line. Solid: held-out sequences of the training sizes (positions up to
     `train_last`, shaded: where the probe is fitted); dashed: longer sequences, from `train_last` on."""
@@ -8585,7 +8602,7 @@ def plot_probe_errors(
     layered = by_layer in encodings
     rows = 2 if layered else 1
     fig, axes = plt.subplots(rows, len(tasks), figsize=(7.2 * len(tasks), 5.2 * rows), squeeze=False, sharey=True)
-    cliff_note = "exact-match cliff: the last position its answer reaches at 50%"
+    cliff_note = f"the cliff: the last position the answer reaches at the longest n with every size at {level:.0%}"
 
     def frame(ax: Any, title: str) -> None:
         ax.axvspan(0, train_last, color="0.92", zorder=0)
@@ -8621,7 +8638,7 @@ def plot_probe_errors(
                 ax.axvline(cliff, color="black", ls="-.", lw=1.4, label=f"exact-match cliff (position {cliff})")
             ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right")
     for ax in axes.flat:
-        ax.set_ylabel(f"{probe} probe: mean |error| (positions)")
+        ax.set_ylabel("the probe's mean |error| (positions)")
     from matplotlib.patches import Patch
 
     handles = [
@@ -8631,7 +8648,10 @@ def plot_probe_errors(
         Line2D([], [], ls="none", marker="o", ms=9, color="white", mec="black", label=cliff_note),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=FIGURE_TEXT["legend"])
-    fig.suptitle(f"Reading the absolute position from the hidden states ({probe} probe)", fontsize=14)
+    words = PROBE_WORDS.get(probe, probe)
+    fig.suptitle(
+        f"Reading the absolute position from the hidden states: a probe ({words}) per hidden state", fontsize=14
+    )
     _readable(fig)
     fig.tight_layout(rect=(0, 0.075 if layered else 0.14, 1, 1))
     save_figure(fig, path, dpi=100)
@@ -8815,21 +8835,25 @@ def intervention_summary(table, threshold: float = 0.9, train_max: int = 16, at:
     return reach_summary(table, keys, train_max, (at,), None, threshold, ("exact_match", "length_given"))
 
 
-def plot_interventions(table, path: Path | None = None, train_max: int = 16):
+def plot_interventions(table, path: Path | None = None, train_max: int = 16, length_given: bool = False):
     """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
-    the intervention's models solid, the length given dashed, the same encodings' grid models
-    dotted; the longest training n dash-dotted, twice that a broad grey line. Lines at 0% at every n
-    would hide one another: each is drawn `ZERO_STEP` points below the last, and the panel names
-    them."""
+    the intervention's models solid, the same encodings' grid models dotted (and, if
+    `length_given`, the intervention's models with the length given, dashed); the longest
+    training n dash-dotted, twice that a broad grey line; n from half the training length on,
+    where the curves part. Lines at 0% at every n would hide one another: each is drawn
+    `ZERO_STEP` points below the last, and the panel names them. One legend below every panel;
+    each panel's title says its seeds."""
     tasks = list(dict.fromkeys(table["task"]))
     others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
     fig, axes = plt.subplots(
-        len(others), len(tasks), figsize=(6.5 * len(tasks) + 3.5, 3.9 * len(others)), squeeze=False
+        len(others), len(tasks), figsize=(6.5 * len(tasks), 3.6 * len(others) + 1.2), squeeze=False
     )
     mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
+    shown: list[str] = []  # the encodings drawn anywhere, in the order first drawn
     for row, name in zip(axes, others):
         for ax, task in zip(row, tasks):
-            encs = list(dict.fromkeys(table[(table["intervention"] == name) & (table["task"] == task)]["encoding"]))
+            mine = table[(table["intervention"] == name) & (table["task"] == task)]
+            encs = list(dict.fromkeys(mine["encoding"]))
             zeros: list[str] = []  # the lines at 0% at every n, in the order drawn
 
             def draw(x, y, what: str, ax: Any = ax, zeros: list[str] = zeros, **style) -> None:
@@ -8841,18 +8865,17 @@ def plot_interventions(table, path: Path | None = None, train_max: int = 16):
 
             for enc in encs:
                 g, c = mean.loc[(name, task, enc)], encoding_color(enc)
-                seeds = table[(table["intervention"] == name) & (table["task"] == task) & (table["encoding"] == enc)]
-                k = seeds["seed"].nunique()
-                tag = f"{label(enc)} ({k} seed{'s' * (k > 1)})"
-                draw(g.index, g["exact_match"], f"{label(enc)}, exact match", color=c, lw=2, label=tag)
-                draw(g.index, g["length_given"], f"{label(enc)}, length given", color=c, ls="--", lw=1.4)
+                shown += [enc] * (enc not in shown)
+                draw(g.index, g["exact_match"], f"{label(enc)}, exact match", color=c, lw=2, zorder=3)
+                if length_given:
+                    draw(g.index, g["length_given"], f"{label(enc)}, length given", color=c, ls="--", lw=1.4)
                 if ("none", task, enc) in mean.index:
                     grid = mean.loc[("none", task, enc)]
                     draw(grid.index, grid["exact_match"], f"{label(enc)}, grid model", color=c, ls=":", lw=1.8)
-            ax.plot([], [], color="gray", ls="--", lw=1.4, label="length given")
-            ax.plot([], [], color="gray", ls=":", lw=1.8, label="grid model (no intervention)")
-            ax.axvline(train_max, color="black", ls="-.", lw=1.2, label=f"longest training n ({train_max})")
-            ax.axvline(2 * train_max, color="0.6", lw=3, alpha=0.6, label=f"twice that ({2 * train_max})")
+            ax.axvline(train_max, color="black", ls="-.", lw=1.2)
+            ax.axvline(2 * train_max, color="0.6", lw=3, alpha=0.6)
+            seeds = mine.groupby("encoding", sort=False)["seed"].nunique()
+            said = ", ".join(f"{label(e)} {k}" for e, k in seeds.items()) if seeds.nunique() > 1 else f"{seeds.iloc[0]}"
             if zeros:
                 ax.text(
                     0.97,
@@ -8865,21 +8888,25 @@ def plot_interventions(table, path: Path | None = None, train_max: int = 16):
                     bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
                 )
             bottom = -3 - ZERO_STEP * len(zeros)
-            ax.set(title=f"{task}: {name}", xlabel="input length n (symbols)", ylabel="exact match (%)")
+            title = f"{task}: {name} ({said} seed{'s' * (said != '1')})"
+            ax.set(title=title, xlabel="input length n (symbols)", ylabel="exact match (%)")
             ax.set_ylim(bottom, 108)
-        handles: dict[str, Any] = {}  # one legend a row, beside it: the row's panels share their encodings
-        for ax in row:
-            handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-        row[-1].legend(
-            handles.values(),
-            handles.keys(),
-            fontsize=FIGURE_TEXT["legend"] - 1,
-            loc="center left",
-            bbox_to_anchor=(1.02, 0.5),
-            handlelength=3,
-        )
+            ax.set_xlim(train_max / 2, int(table["n"].max()) + 1)
+    order = {e: i for i, e in enumerate(encoding_names())}
+    handles = [Line2D([], [], color=encoding_color(e), lw=2, label=label(e)) for e in sorted(shown, key=order.get)]
+    if length_given:
+        handles.append(Line2D([], [], color="gray", ls="--", lw=1.4, label="length given"))
+    handles += [
+        Line2D([], [], color="gray", ls=":", lw=1.8, label="grid model (no intervention)"),
+        Line2D([], [], color="black", ls="-.", lw=1.2, label=f"longest training n ({train_max})"),
+        Line2D([], [], color="0.6", lw=3, alpha=0.6, label=f"twice that ({2 * train_max})"),
+    ]
+    fig.legend(
+        handles=handles, loc="lower center", ncol=min(5, len(handles)), fontsize=FIGURE_TEXT["legend"], handlelength=3
+    )
     _readable(fig)
-    fig.tight_layout()
+    rows_of_legend = math.ceil(len(handles) / 5)
+    fig.tight_layout(rect=(0, (0.3 + 0.3 * rows_of_legend) / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 
@@ -9071,36 +9098,53 @@ def plot_rate_curves(curves, path: Path | None = None):
 
 
 def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path | None = None, train_max: int = 8):
-    """Exact match against digits per encoding, with the step outputs (solid) and without (dashed),
-    the mean of the seeds trained (their number in the legend); `paper_nope`, the paper's NoPE
-    without a scratchpad (its out-of-distribution mean), as a segment over the test sizes."""
-    fig, ax = plt.subplots(figsize=(9, 5.2))
-    if paper_nope is not None:
-        ax.hlines(100 * paper_nope, train_max + 1, 2 * train_max, color=encoding_color("nope"), ls="-.", lw=2)
-        ax.plot([], [], color=encoding_color("nope"), ls="-.", lw=2, label="the paper, NoPE, answer alone (OOD mean)")
-    for enc in encoding_names():
+    """Exact match against digits, one panel per encoding: with the step outputs (solid) and
+    without (dashed), each the mean of the seeds trained (their number in the legend below);
+    `paper_nope`, the paper's NoPE without a scratchpad, as one mark at its mean over the test
+    sizes with a bar over the sizes it averages, in NoPE's panel."""
+    encodings = [e for e in encoding_names() if e in set(curves["encoding"])]
+    cols = min(3, len(encodings))
+    rows = math.ceil(len(encodings) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows + 0.9), sharey=True, squeeze=False)
+    top = int(curves["n"].max())
+    seeds: dict[str, int] = {}
+    for ax, enc in zip(axes.flat, encodings):
         for name, style in (("o", "-"), ("none", "--")):
             g = curves[(curves["encoding"] == enc) & (curves["scratchpad"] == name)]
-            if not len(g):
-                continue
-            m, seeds = g.groupby("n")["exact_match"].mean(), g["seed"].nunique()
-            what = "step outputs" if name == "o" else "answer alone"
-            ax.plot(
-                m.index,
-                100 * m,
-                style,
-                color=encoding_color(enc),
-                lw=1.6,
-                label=f"{label(enc)}, {what} ({seeds} seed{'s' * (seeds > 1)})",
+            if len(g):
+                seeds[name] = max(seeds.get(name, 0), g["seed"].nunique())
+                m = g.groupby("n")["exact_match"].mean()
+                ax.plot(m.index, 100 * m, style, color=encoding_color(enc), lw=1.8)
+        if enc == "nope" and paper_nope is not None:
+            middle, half = (train_max + 1 + 2 * train_max) / 2, (train_max - 1) / 2
+            ax.errorbar(middle, 100 * paper_nope, xerr=half, fmt="D", color="black", ms=5, capsize=3)
+        ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
+        ax.set(title=label(enc), ylim=(-3, 105), xticks=range(2, top + 1, 2))
+    for ax in axes.flat[len(encodings) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("exact match (%)")
+    for ax in axes[-1]:
+        ax.set_xlabel("digits (the longer operand)")
+    n = " / ".join(str(v) for v in dict.fromkeys(seeds.values()))
+    handles = [
+        Line2D([], [], color="black", lw=1.8, label="with the step outputs"),
+        Line2D([], [], color="black", lw=1.8, ls="--", label="the answer alone"),
+    ]
+    if paper_nope is not None and "nope" in encodings:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="black",
+                marker="D",
+                ls="",
+                label=f"the paper's NoPE, answer alone: its mean over {train_max + 1}-{2 * train_max}",
             )
-    ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
-    ax.set(
-        title="Addition with and without the step outputs: exact match against size",
-        xlabel="digits (the longer operand)",
-    )
-    ax.set(ylabel="exact match (%)", ylim=(-3, 105), xticks=range(1, int(curves["n"].max()) + 1))
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.tight_layout()
+        )
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9)
+    fig.suptitle(f"Addition with and without the step outputs: exact match against size (mean of {n} seeds)")
+    fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 
@@ -9328,31 +9372,42 @@ def wrong_digit_views(decisions: Any, below: int = 2) -> pd.DataFrame:
     )
 
 
-def plot_column_errors(tables: Mapping[str, Any], path: Path | None = None):
+def plot_column_errors(tables: Mapping[str, Any], path: Path | None = None, title: str | None = None):
     """One panel per kind of draw (`tables`: name -> `column_error_table` over seeds), bars of the
     share of digits wrong (%) per kind of column and carry in, one bar per seed (the palette's
-    colours no encoding takes), on a log axis; a seed with no digit wrong is a cross at the floor."""
-    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.8), sharey=True, squeeze=False)
-    floor = 0.01
+    colours no encoding takes), on a log axis. A short line marks, per kind, what one wrong digit
+    would be (100 / the digits of that kind scored): the resolution, and where the axis starts
+    from; a seed with no digit wrong is a cross on it, and a panel with no wrong digit says so.
+    `title`: the figure's, naming the model, the size and the sums scored."""
+    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 5.2), sharey=True, squeeze=False)
+    resolution = min(100 / t.xs("digits", axis=1, level=1).to_numpy().max() for t in tables.values())
     for ax, (name, table) in zip(axes[0], tables.items()):
-        wrong = table.xs("wrong (%)", axis=1, level=1)
+        wrong, digits = (table.xs(k, axis=1, level=1) for k in ("wrong (%)", "digits"))
         x = np.arange(len(wrong))
         width = 0.8 / wrong.shape[1]
         for i, seed in enumerate(wrong.columns):
             at = x + (i - (wrong.shape[1] - 1) / 2) * width
             some = wrong[seed].to_numpy() > 0
+            one = 100 / digits[seed].to_numpy()
             ax.bar(at[some], wrong[seed].to_numpy()[some], width, label=seed, color=ordinal_color(i))
-            ax.plot(at[~some], np.full((~some).sum(), floor), "x", color=ordinal_color(i), ms=5)
+            ax.plot(at[~some], one[~some], "x", color=ordinal_color(i), ms=5)
+        one_digit = 100 / digits.max(axis=1).to_numpy()
+        ax.hlines(one_digit, x - 0.45, x + 0.45, color="black", lw=0.8)
+        if not (wrong.to_numpy() > 0).any():
+            ax.text(0.5, 0.6, "no digit wrong on any seed", ha="center", transform=ax.transAxes, fontsize=11)
         ax.set_xticks(x, [f"{kind}, carry in {c}" for kind, c in wrong.index], rotation=30, ha="right", fontsize=8)
         ax.set_yscale("log")
-        ax.set_ylim(floor / 2, 100)
+        ax.set_ylim(resolution / 2, 100)
         ax.set(title=f"{name}: digits wrong by kind of column", xlabel="the column's kind and its carry in")
     axes[0][0].set_ylabel("digits wrong (%, log scale)")
     seeds = list(tables.values())[0].xs("wrong (%)", axis=1, level=1).columns
     handles = [Patch(facecolor=ordinal_color(i), label=s) for i, s in enumerate(seeds)]
+    handles.append(Line2D([], [], color="black", lw=0.8, label="one wrong digit (the resolution)"))
     handles.append(Line2D([], [], marker="x", ls="", color="black", label="that seed: none wrong"))
-    axes[0][-1].legend(handles=handles, fontsize=9)
-    fig.tight_layout()
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 
@@ -9544,28 +9599,32 @@ def plot_structured(
     note: str | None = None,
     families: Sequence[str] = TEN_FAMILIES,
 ):
-    """Exact match against digits for each configuration (label -> its seeds' runs; one encoding
-    each, drawn in its colour, a line style per configuration): left on random sums (mean of the
-    seeds, band their range), its y axis zoomed to where they lie (said in its label) when all
-    lie high; right the worst of `families` at each size scored (the lowest over the families
-    and seeds), on 0-100%. `note`: a title for the legend (what a label's terms mean)."""
+    """Exact match against digits for each configuration (label -> its seeds' runs), each in a
+    colour of its own (`ordinal_color`: configurations are settings, not encodings) and a line
+    style: left on random sums (mean of the seeds, band their range), its y axis zoomed to where
+    they lie (said in its label) when all lie high; right the worst of `families` at each size
+    scored (the lowest over the families and seeds), on 0-100%. The last configuration is the
+    headline: drawn thicker, on top of the others, and first in the legend. `note`: a title for
+    the legend (what a label's terms mean)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
-    styles = ("--", "-", ":", "-.")
-    lowest, drawn = 100.0, 0
+    styles = ("--", "-.", ":", "-")
+    lowest, drawn, last = 100.0, 0, len(runs) - 1
     for i, (name, configs) in enumerate(runs.items()):
         records = [read_record(p) for c in configs if (p := record_path(Path(results_dir), c)).exists()]
         if not records:
             continue
         scores = [family_scores(r, families) for r in records]
-        color, style = encoding_color(configs[0].encoding), styles[i % len(styles)]
+        headline = i == last
+        color, style = ordinal_color(i), "-" if headline else styles[i % (len(styles) - 1)]
+        line = {"color": color, "ls": style, "lw": 3 if headline else 1.6, "zorder": 4 if headline else 2}
         random = pd.DataFrame([s["random"] for s in scores])
         tag = f"{name} ({len(records)} seed{'s' if len(records) > 1 else ''})"
-        left.plot(random.columns, 100 * random.mean(), color=color, ls=style, lw=2, label=tag)
+        left.plot(random.columns, 100 * random.mean(), label=tag, **line)
         left.fill_between(random.columns, 100 * random.min(), 100 * random.max(), color=color, alpha=0.15)
         lowest = min(lowest, 100 * float(random.min().min()))
         worst = pd.concat([pd.DataFrame([s[f] for s in scores]).min() for f in scores[0] if f != "random"], axis=1)
         drawn = max(drawn, worst.shape[1])
-        right.plot(worst.index, 100 * worst.min(axis=1), color=color, ls=style, lw=2, marker=".", label=tag)
+        right.plot(worst.index, 100 * worst.min(axis=1), marker=".", label=tag, **line)
     top = max(c.eval_max_len for configs in runs.values() for c in configs)
     ticks = [n for n in (1, 2, 4, 8, 16, 32, 64, 128, 256) if n <= top]
     floor = min(math.floor(lowest), 99) if lowest >= 50 else None  # all high: zoom to where they lie
@@ -9584,6 +9643,8 @@ def plot_structured(
     left.set_ylabel("exact match (%, band = min-max over seeds)")
     right.set_ylabel("lowest exact match (%, families and seeds)")
     handles, labels = left.get_legend_handles_labels()  # the same configurations on both sides
+    if len(runs) > 1 and labels[-2].startswith(list(runs)[-1]):  # the headline first (the last line before the rule)
+        handles, labels = [handles[-2], *handles[:-2], handles[-1]], [labels[-2], *labels[:-2], labels[-1]]
     fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), fontsize=9, title=note, title_fontsize=9)
     rows = math.ceil(len(labels) / 3) + (note is not None)
     fig.tight_layout(rect=(0, (0.15 + 0.27 * rows) / fig.get_figheight(), 1, 1))
@@ -9592,14 +9653,15 @@ def plot_structured(
 
 
 def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
-    """Exact match against digits (1-64), in four panels, each with the best configuration (mean
-    of its seeds, the band their range) for reference and a legend of its own lines only: (a)
+    """Exact match against digits (1-64), in four panels, each with the chapter's first recipe
+    (`ADDITION_BEST`: mean of its seeds, the band their range) drawn light for reference, under
+    the other lines, and a legend of its own lines only: (a)
     the pilot's other arms that learned in distribution (dotted: no window); (b) the ten-task
     grid's addition, the mean over its seeds per encoding, with the paper's NoPE figure; (c)
     the ablation's other encodings with the best's recipe; (d) the ablation's changes of one
     ingredient with the best's encoding, named in words (`ADDITION_ABLATION`) and drawn in
-    colours no encoding takes (they are not encodings). One legend below the panels names what
-    every panel shares."""
+    colours no encoding takes (they are not encodings), one colour each. One legend below the
+    panels names what every panel shares."""
     arm, enc = ADDITION_BEST
     best_arm = addition_arm(addition_run(arm, enc))
     fig, axes = plt.subplots(2, 2, figsize=(16, 10), sharey=True)
@@ -9609,13 +9671,13 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     seeds = curves[is_best]["seed"].nunique()
     shared = []
     for ax in axes.flat:
-        shared = [
-            ax.plot(best.mean().index, 100 * best.mean(), color=encoding_color(enc), lw=3)[0],
+        shared = [  # light and underneath: a line that follows it, as the window of 1 does, stays seen
+            ax.plot(best.mean().index, 100 * best.mean(), color=encoding_color(enc), lw=5, alpha=0.35, zorder=1)[0],
             ax.axvline(train_max, color="gray", ls=":", lw=1),
         ]
         ax.fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color=encoding_color(enc), alpha=0.2)
     shared_labels = [
-        f"{plain_arm(best_arm, enc)} ({seeds} seeds; the best), in every panel",
+        f"the first recipe, {plain_arm(best_arm, enc)} ({seeds} seeds), in every panel",
         f"longest training size ({train_max} digits)",
     ]
     pilot = curves[(curves["stage"] == "pilot") & ~is_best]
@@ -9667,8 +9729,9 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
                 marker="o^sDv"[changed % 5],
                 ms=4,
                 markevery=0.08,
+                zorder=3,
                 label=what,
-            )  # fmt: skip  (markers: a line on the best's, as the window of 1 is, stays visible)
+            )  # fmt: skip  (markers: a line on the first recipe's, as the window of 1 is, stays visible)
             changed += 1
     titles = {
         ax_pilot: "(a) The pilot's arms that learned in distribution" + (f": {shared_words}" if shared_words else ""),

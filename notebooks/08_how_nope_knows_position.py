@@ -188,8 +188,9 @@ print("mean absolute error of the probe (positions); training sizes: held-out se
 L.condensed_probe_table(summary)
 
 # %% [markdown]
-# The exact-match cliff of each seed-0 model (notebook 04's records): the largest n up to which
-# exact match stays at or above 50%, and the last input position its answer reaches. The figure
+# The exact-match cliff of each seed-0 model (notebook 04's records): its reach, the largest n up
+# to which exact match stays at or above 90% at every size (the study's one definition of the
+# cliff), and the last input position its answer reaches there. The figure
 # after it draws, per task, every model at the hidden state its MLP probe reads best (top; the
 # model's cliff a dot on its line) and NoPE's every hidden state (bottom; its cliff a line).
 
@@ -251,10 +252,12 @@ best.rename(index=L.label, level="encoding").round(2)
 # cliff.** At positions 34-49 of longer sequences the best hidden state's error jumps to 9.2 positions for
 # NoPE on copy and 12-20 for every other model (a linear probe can extrapolate a linear signal,
 # but these signals need not be linear in position). The probes were fitted on positions 0-33 only, so this
-# break at 33 is built in by the fitting range: it does not locate the models' exact-match cliff
-# (the last position each answer still reaches at 50% exact match is 33-39, the table above), and
-# it does not show that the models lose position past 33, only that a readout fitted inside the
-# training range does not carry over. What the first-layer numbers do show is that NoPE's
+# break at 33 is built in by the fitting range, so it cannot locate the models' exact-match cliff:
+# the cliff (the last position each answer reaches at the longest n with every size at 90% or
+# more) is at 33-35 (the table above), at the edge of the training lengths as the fitting range
+# is, so the two meet by construction, not as evidence of one cause. Nor does the break show that
+# the models lose position past 33, only that a readout fitted inside the training range does not
+# carry over. What the first-layer numbers do show is that NoPE's
 # 1/(t+1) signal continues past the training length in the seed-0 copy model; whether later
 # layers can use it there is open (the values 1/(t+1) for t > 33 are ones the model never saw,
 # and telling neighbours apart there needs the ever finer resolution the construction needed).

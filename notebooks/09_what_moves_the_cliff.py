@@ -214,10 +214,10 @@ wall.groupby("intervention", sort=False)["wall time (min)"].agg(["count", "mean"
 # %% [markdown]
 # Each trained run is measured as the grid's models were above (`L.intervention_table`: the
 # failure anatomy at n = 1-48, cached in `results/anatomy/interventions/`), beside the grid's
-# own models of seeds 0-2 ("none"). Exact match against n, the mean over the seeds trained; the
-# dashed line is the same with the length given, the dotted one the grid's model of the same
-# encoding. Lines at 0% at every n would hide one another: they are drawn 1.5 points apart just
-# below 0, and each panel names them:
+# own models of seeds 0-2 ("none"). Exact match against n from n = 8, the mean over the seeds
+# trained (each panel says how many); the dotted line is the grid's model of the same encoding
+# (the length given is in the tables below). Lines at 0% at every n would hide one another: they
+# are drawn 1.5 points apart just below 0, and each panel names them:
 
 # %%
 table = L.intervention_table()  # copy and reverse, every encoding, seeds 0-2, where a run exists
@@ -384,7 +384,7 @@ for ax, task in zip(axes, ["copy", "reverse"]):
     model = L.load_run_model(run, L.INTERVENTIONS_DIR)
     layer, head, _ = L.pointer_head(model, task, 32)
     drawn = L.draw_attention(run, layer, head, 32, ax=ax, results_dir=L.INTERVENTIONS_DIR,
-                             name=f"{L.label(best_enc)} ({best_name})")
+                             name=f"{L.label(best_enc)} ({best_name})", colorbar=ax is axes[-1])
     scores = {n: float(L.pointer_scores(model, task, n)[layer, head]) for n in (16, 32, 48)}
     on = ", ".join(f"n = {n}: {v:.2f}" for n, v in scores.items())
     print(f"{task}: L{layer}H{head}; attention on target {on}; this row right: {drawn['correct']}")

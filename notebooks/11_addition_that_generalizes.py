@@ -444,7 +444,9 @@ columns = L.column_tables_by_draw(decisions)
 L.wrong_by_draw(columns).round(2)
 
 # %%
-fig = L.plot_column_errors(columns, L.FIGURES_DIR / "11_column_errors.png")
+fig = L.plot_column_errors(columns, L.FIGURES_DIR / "11_column_errors.png",
+                           title=f"The chosen configuration, {len(chosen)} seeds: digits wrong (teacher forced) "
+                                 "at 64 digits, 256 sums of each draw")
 plt.show()
 
 # %% [markdown]

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import torch
+from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 from support import curve, fake_record, tool
@@ -576,4 +577,17 @@ def test_plot_by_length_labels_each_panel_with_its_own_unit():
     )
     assert [ax.get_xlabel() for ax in fig.axes] == ["size n (symbols)", "size n (bits)"]
     assert L.size_label("addition.paper") == "size n (digits)" and L.size_label("pcfg") == "size n (function calls)"
+    plt.close(fig)
+
+
+def test_plot_mrr_puts_the_paper_beside_the_whisker_and_says_what_the_tests_state():
+    units = pd.DataFrame({"nope": [1.0, 0.5], "rope": [0.5, 1.0]})
+    note = "Stated: NoPE > RoPE; every other pair not distinguishable here"
+    fig = L.plot_mrr(units, {"nope": 0.7, "rope": 0.3}, note=note)
+    (marks,) = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]  # the scatter
+    assert [x for x, _ in marks.get_offsets()] == pytest.approx([0.3, 1.3])  # beside each bar, off its whisker
+    (text,) = fig.texts
+    assert text.get_text() == note
+    fig.canvas.draw()
+    assert text.get_window_extent().y1 < fig.axes[0].xaxis.label.get_window_extent().y0  # under the axis label
     plt.close(fig)

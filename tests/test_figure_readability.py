@@ -28,6 +28,28 @@ def test_scratchpad_lengths_marks_the_longest_training_size_where_the_other_figu
     plt.close(fig)
 
 
+def test_scratchpad_lengths_draw_a_panel_per_encoding_and_the_paper_as_one_mark():
+    curves = pd.DataFrame(
+        [
+            {"encoding": e, "seed": s, "scratchpad": pad, "n": n, "exact_match": 1.0 if n <= 8 else 0.0}
+            for e in ("nope", "rope", "alibi")
+            for s in range(3)
+            for pad in ("o", "none")
+            for n in range(1, 17)
+        ]
+    )
+    fig = L.plot_scratchpad_lengths(curves, 0.085)
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == ["NoPE", "RoPE", "ALiBi"]  # the registry's order
+    for ax in shown:  # two lines an encoding, told apart by style; no flat line over every size
+        curves_drawn = [x for x in ax.get_lines() if len(x.get_xdata()) == 16]
+        assert sorted(x.get_linestyle() for x in curves_drawn) == ["-", "--"]
+        assert len(ax.containers) == (ax.get_title() == "NoPE")  # the paper's one mark, in NoPE's panel only
+    (legend,) = fig.legends
+    assert len(legend.get_texts()) == 3 and "mean of 3 seeds" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
 def test_training_curves_say_the_seeds_once_in_one_legend_below_the_panels():
     recs = [fake_record(t, e, s, curve(16)) for t in ("copy", "reverse") for e in ("nope", "rope") for s in range(3)]
     fig = L.plot_training_curves(recs)
@@ -78,12 +100,32 @@ def test_pointer_heads_say_what_the_score_is_and_name_every_line(tmp_path):
     title = fig._suptitle.get_text()
     assert "score over" not in title and "mean attention weight" in " ".join(title.split())
     assert "over 64 sequences" in " ".join(title.split())
+    (legend,) = fig.legends  # one legend for every panel, none over a heatmap
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    assert [t.get_text() for t in legend.get_texts()] == ["source of y_i", "SEP (the prompt ends)"]
+    assert all(t.get_fontsize() >= 9 for t in legend.get_texts())
+    fig.canvas.draw()
+    assert legend.get_window_extent().y1 < min(ax.get_window_extent().y0 for ax in fig.axes)  # below them
     for ax in fig.axes[:2]:
-        legend = ax.get_legend()
-        assert [t.get_text() for t in legend.get_texts()] == ["source of y_i", "SEP (the prompt ends)"]
-        assert all(t.get_fontsize() >= 9 for t in legend.get_texts())
         assert ax.get_title().endswith(f"on-target {float(ax.get_title().split()[-1]):.2f}")
     plt.close(fig)
+
+
+def test_one_attention_map_keeps_its_legend_off_the_heatmap(tmp_path):
+    torch.manual_seed(0)
+    cfg = L.make_run("reverse", "nope", 0)
+    path = L.weights_path(tmp_path, cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(L.DecoderOnlyLM(cfg.model).state_dict(), path)
+    _, ax = plt.subplots(figsize=(5.2, 3.3))  # a panel's size in the pointer-head figures
+    L.draw_attention(cfg, layer=0, head=0, n=16, results_dir=tmp_path, ax=ax)
+    ax.figure.canvas.draw()
+    ax.figure.tight_layout()
+    ax.figure.canvas.draw()
+    legend, frame = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 < frame.y0  # under the heatmap: over it, it hid the first answer steps and SEP
+    assert ax.figure.bbox.contains(legend.x0, legend.y0)  # and still in the figure
+    plt.close(ax.figure)
 
 
 def test_structured_sums_zoom_where_random_sums_lie_and_say_so(tmp_path):
@@ -98,6 +140,23 @@ def test_structured_sums_zoom_where_random_sums_lie_and_say_so(tmp_path):
     assert right.get_ylim()[0] < 0 and "exact match" in right.get_ylabel()  # the families: 0-100%
     assert right.get_title() == f"The worst of the {len(L.TEN_FAMILIES)} structured families"  # the ten judged
     assert fig.legends[0].get_title().get_text() == "P: the number of digit places"
+    plt.close(fig)
+
+
+def test_structured_sums_tell_arms_apart_by_colour_and_draw_the_headline_on_top(tmp_path):
+    runs = {}
+    for i, name in enumerate(("mixture", "digit sets", "window of 1")):
+        cfg = L.addition_run(*L.ADDITION_BEST, seed=0, steps=1000 + i)  # three configurations of one encoding
+        em = {n: 1.0 for n in range(1, 65)}
+        write_scored(tmp_path, cfg, em, {"all zeros": em, "no carry": em})
+        runs[name] = [cfg]
+    fig = L.plot_structured(runs, results_dir=tmp_path)
+    for ax in fig.axes:
+        lines = [x for x in ax.get_lines() if not x.get_label().startswith("longest")]
+        assert len({to_rgba(x.get_color()) for x in lines}) == 3  # not one encoding's colour for every arm
+        assert lines[-1].get_zorder() > max(x.get_zorder() for x in lines[:-1])  # the headline on top
+        assert lines[-1].get_linewidth() > lines[0].get_linewidth()
+    assert fig.legends[0].get_texts()[0].get_text().startswith("window of 1")  # and first in the legend
     plt.close(fig)
 
 
@@ -126,6 +185,13 @@ def test_addition_lengths_legends_are_short_and_tell_their_lines_apart():
         looks = [(to_rgba(h.get_color()), str(h.get_linestyle()), h.get_marker(), h.get_linewidth()) for h in entries]
         assert len(set(looks)) == len(looks), f"{ax.get_title()!r}: two entries drawn alike"
         assert legend.get_window_extent().x0 >= ax.get_window_extent().x1  # beside the panel, over no line
+        reference, *rest = ax.get_lines()  # drawn first in every panel
+        others = [x for x in rest if not x.get_label().startswith("_")]  # the panel's own lines
+        assert reference.get_zorder() < min(x.get_zorder() for x in others)  # the first recipe under the rest
+    ingredients = fig.axes[3].get_legend().legend_handles
+    colours = [to_rgba(h.get_color()) for h in ingredients]
+    assert len(set(colours)) == len(colours)  # one colour per change, not one pink for two
+    assert "the best" not in " ".join(t.get_text() for t in fig.legends[0].get_texts())
     plt.close(fig)
 
 

@@ -372,18 +372,24 @@ def test_plot_interventions_gives_every_line_its_own_style_and_shows_lines_at_ze
         + rows("no EOS in loss", "nope", lambda n: 0.0)
         + rows("no EOS in loss", "alibi", lambda n: 0.0)
     )
-    fig = L.plot_interventions(table, train_max=16)
+    fig = L.plot_interventions(table, train_max=16, length_given=True)
     ax = fig.axes[0]
-    legend = ax.get_legend() or fig.axes[1].get_legend()
+    (legend,) = fig.legends  # one legend for every panel
+    assert all(a.get_legend() is None for a in fig.axes)
     styles = {
         t.get_text(): (h.get_linestyle(), h.get_color()) for t, h in zip(legend.get_texts(), legend.legend_handles)
     }
     keys = ["length given", "grid model (no intervention)", "longest training n (16)", "twice that (32)"]
     assert len({styles[k] for k in keys}) == len(keys)  # no two marks drawn alike
     assert len({styles[k][0] for k in keys[:3]}) == 3  # dashed, dotted, dash-dotted
+    assert [t.get_text() for t in legend.get_texts()][:2] == ["NoPE", "ALiBi"]  # the encodings, once each
+    assert ax.get_xlim()[0] == 8  # from half the training length, where the curves part
+    plain = L.plot_interventions(table, train_max=16)  # by default one message: the exact match
+    assert "length given" not in [t.get_text() for t in plain.legends[0].get_texts()]
+    assert not any(line.get_linestyle() == "--" for line in plain.axes[0].get_lines())
     at_zero = sorted({float(line.get_ydata()[0]) for line in ax.get_lines() if len(line.get_ydata()) > 2})
     assert at_zero[:2] == [-2 * L.ZERO_STEP, -L.ZERO_STEP]  # the two lines at 0 drawn apart
-    note = ax.texts[0].get_text()
+    note = next(t.get_text() for t in ax.texts if t.get_text().startswith("0% at every n"))
     assert "NoPE, exact match" in note and "ALiBi, exact match" in note
     assert ax.get_ylim()[0] < -2 * L.ZERO_STEP and ax.title.get_fontsize() >= 13
-    plt.close(fig)
+    plt.close("all")

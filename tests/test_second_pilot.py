@@ -150,7 +150,12 @@ def test_trained_runs_of_a_task_and_the_shapes_tried_read_every_experiment(tmp_p
         L.loss_at(runs[0][2], 2500)
     fig = L.plot_shapes_tried("lego", path=tmp_path / "f.png")
     assert [len(ax.get_lines()) for ax in fig.axes] == [2, 0] and (tmp_path / "f.png").exists()
-    assert len(fig.legends[0].get_texts()) == 2  # one entry per (format, shape, steps, rate)
+    assert len(fig.legends[0].get_texts()) == 2  # one entry per (shape, steps, rate)
+    small_line, deep_line = fig.axes[0].get_lines()
+    assert tuple(small_line.get_color()) != tuple(
+        deep_line.get_color()
+    )  # each model a hue of its own, not shades of one
+    assert "solid: LEGO" in fig.legends[0].get_title().get_text()  # the title names the line styles
     plt.close(fig)
 
 

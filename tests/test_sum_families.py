@@ -252,7 +252,7 @@ def test_a_record_without_families_is_named():
         L.family_scores({"name": "x", "exact_match": {}, "families": {}}, families=["zeros and nines"])
 
 
-def test_plot_structured_draws_each_configuration_in_its_encodings_colour(tmp_path):
+def test_plot_structured_draws_each_configuration_in_a_colour_of_its_own(tmp_path):
     sizes = [*range(1, 65), 128]
     runs = {"before": [L.addition_run(*L.ADDITION_BEST, seed=s) for s in range(2)], "after": L.structured_study()[:1]}
     for cfg in runs["before"]:
@@ -262,12 +262,13 @@ def test_plot_structured_draws_each_configuration_in_its_encodings_colour(tmp_pa
     write_scored(tmp_path, runs["after"][0], full, {"all zeros": full, "no carry": full})
     fig = L.plot_structured(runs, results_dir=tmp_path)
     left, right = fig.axes
-    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["before (2 seeds)", "after (1 seed)"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["after (1 seed)", "before (2 seeds)"]
     assert left.get_legend() is None and right.get_legend() is None  # one legend, below both
     worst_before = right.get_lines()[0].get_ydata()
     assert min(worst_before) == 0.0 and len(worst_before) == 64  # the zeros' dent at 8 digits, to 64
     assert max(right.get_lines()[1].get_xdata()) == 128
-    assert {line.get_color() for line in left.get_lines()[:2]} == {L.encoding_color("rope")}
+    colours = [line.get_color() for line in left.get_lines()[:2]]  # both RoPE: told apart all the same
+    assert colours == [L.ordinal_color(0), L.ordinal_color(1)] and L.encoding_color("rope") not in colours
     plt.close(fig)
 
 
@@ -518,11 +519,20 @@ def test_the_column_error_figure_draws_a_bar_per_seed_and_a_cross_where_none_is_
         },
         axis=1,
     )
-    fig = L.plot_column_errors({"digits 0 and 9": table})
-    ax = fig.axes[0]
+    clean = table.copy()
+    clean[("seed 0", "wrong (%)")] = 0.0
+    fig = L.plot_column_errors({"digits 0 and 9": table, "uniform": clean}, title="the model, 8 digits, 10 sums")
+    ax, empty = fig.axes
     assert len(ax.patches) == 1  # seed 0's one bar above 0
-    assert sum(len(line.get_xdata()) for line in ax.get_lines()) == 3  # seed 0's 0 and both of seed 1's
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["seed 0", "seed 1", "that seed: none wrong"]
+    crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
+    assert sum(len(line.get_xdata()) for line in crosses) == 3  # seed 0's 0 and both of seed 1's
+    assert all(y == pytest.approx(10.0) for line in crosses for y in line.get_ydata())  # at one wrong digit of 10
+    assert ax.get_ylim()[0] == pytest.approx(5.0)  # the axis starts at half the resolution, not at a fixed floor
+    (legend,) = fig.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts == ["seed 0", "seed 1", "one wrong digit (the resolution)", "that seed: none wrong"]
+    assert not empty.patches and "no digit wrong on any seed" in [t.get_text() for t in empty.texts]
+    assert fig._suptitle.get_text() == "the model, 8 digits, 10 sums"
     assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
     plt.close(fig)
 
