@@ -9657,11 +9657,13 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     (`ADDITION_BEST`: mean of its seeds, the band their range) drawn light for reference, under
     the other lines, and a legend of its own lines only: (a)
     the pilot's other arms that learned in distribution (dotted: no window); (b) the ten-task
-    grid's addition, the mean over its seeds per encoding, with the paper's NoPE figure; (c)
+    grid's addition, the mean over its seeds per encoding, with the paper's NoPE figure as one
+    mark at its mean over the test sizes; (c)
     the ablation's other encodings with the best's recipe; (d) the ablation's changes of one
     ingredient with the best's encoding, named in words (`ADDITION_ABLATION`) and drawn in
-    colours no encoding takes (they are not encodings), one colour each. One legend below the
-    panels names what every panel shares."""
+    colours no encoding takes (they are not encodings), one colour each. (a) and (d) name their
+    lines beside them; one legend below the panels names what every panel shares and the
+    encodings' colours, which (b) and (c) use."""
     arm, enc = ADDITION_BEST
     best_arm = addition_arm(addition_run(arm, enc))
     fig, axes = plt.subplots(2, 2, figsize=(16, 10), sharey=True)
@@ -9695,17 +9697,20 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
         ax_pilot.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.6, label=entry)
     first = next((a for a, *_ in learned), "")
     shared_words = ", ".join(ARM_WORDS.get(p, p) for p in first.split(" + ") if p in common)
+    drawn_encodings = set()
     for e, g in grid.groupby("encoding", sort=False):
         m = g.groupby("n")["exact_match"].mean()
-        ax_grid.plot(m.index, 100 * m, color=encoding_color(e), ls="--", lw=1.4, label=label(e))
-    ax_grid.hlines(
-        100 * paper_nope,
-        train_max + 1,
-        2 * train_max,
-        color=encoding_color("nope"),
-        ls="-.",
-        lw=2.5,
-        label="NoPE: the paper (its out-of-distribution mean)",
+        ax_grid.plot(m.index, 100 * m, color=encoding_color(e), ls="--", lw=1.4)
+        drawn_encodings.add(e)
+    middle, half = (train_max + 1 + 2 * train_max) / 2, (train_max - 1) / 2  # one mark: a mean over sizes
+    ax_grid.errorbar(middle, 100 * paper_nope, xerr=half, fmt="D", color="black", ms=5, capsize=3)
+    ax_grid.annotate(
+        f"the paper's NoPE: its mean\nover {train_max + 1}-{2 * train_max} digits",
+        (middle, 100 * paper_nope),
+        xytext=(0, 14),
+        textcoords="offset points",
+        ha="center",
+        fontsize=9,
     )
     words = {}  # an ablation run's (arm, encoding, settings) -> what it changes, in words
     for what, a, e, kw in ADDITION_ABLATION:
@@ -9716,7 +9721,8 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     styles = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
     for (a, e, st), g in ablation:
         if e != enc and a == best_arm and st == "":  # the recipe kept, the encoding changed
-            ax_enc.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.6, label=label(e))
+            ax_enc.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.6)
+            drawn_encodings.add(e)
         else:  # the encoding kept, one ingredient changed: no encoding's colour
             what = words.get((a, e, st), plain_arm(a, e, st))
             style, color = styles[changed % len(styles)], ordinal_color(changed)
@@ -9743,13 +9749,17 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
         ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-3, 108))
         ax.set_xticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])
         ax.minorticks_off()
-    for ax in axes.flat:  # each panel's legend beside it, over no line; long entries wrapped
+    for ax in (ax_pilot, ax_ingredient):  # their lines need words: a legend beside each, over no line
         handles, labels = ax.get_legend_handles_labels()
         labels = [textwrap.fill(t, 30) for t in labels]
         title = "dotted: no window" if ax is ax_pilot else None
         ax.legend(handles, labels, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1), title=title)
-    fig.legend(shared, shared_labels, loc="lower center", ncol=2, fontsize=10)
-    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
+    # (b) and (c) draw encodings only: their colours are named once, below, with what every panel shares
+    for e in [e for e in encoding_names() if e in drawn_encodings]:
+        shared.append(Line2D([], [], color=encoding_color(e), lw=1.6))
+        shared_labels.append(f"{label(e)} (dashed in (b))")
+    fig.legend(shared, shared_labels, loc="lower center", ncol=4, fontsize=10)
+    fig.tight_layout(rect=(0, 0.95 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 

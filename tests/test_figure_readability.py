@@ -177,8 +177,13 @@ def test_addition_lengths_legends_are_short_and_tell_their_lines_apart():
     paper_nope = L.paper_figures()["ood_exact_match_other_tasks"]["addition"]["nope"]
     fig = L.plot_addition_lengths(L.addition_curves(), L.ten_task_addition_curves(), paper_nope)
     assert len(fig.axes) == 4 and len(fig.legends) == 1  # what every panel shares: said once, below
+    assert fig.axes[1].get_legend() is None and fig.axes[2].get_legend() is None  # encodings: named below
+    below = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(below) <= 8 and any(t.startswith("NoPE") for t in below)
     fig.canvas.draw()
     for ax in fig.axes:
+        if ax.get_legend() is None:
+            continue
         legend = ax.get_legend()
         entries = legend.legend_handles
         assert 1 <= len(entries) <= 8, f"{ax.get_title()!r}: {len(entries)} entries"
