@@ -5615,6 +5615,102 @@ def scratchpad_pre_norm(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     return [pre_norm_arm(arm, enc, seed) for seed in seeds for enc in PAPER_ENCODINGS for arm in ("o", "none")]
 
 
+# Each arm of experiment 1 takes the setting that validation picks, as the paper's runs did (each
+# kept its best checkpoint by in-distribution validation): among the settings tried for the arm,
+# the one whose saved model scores best in distribution on a validation draw kept apart from the
+# test sums. The draw is the task's own at each training size under another seed, less every
+# sequence whose prompt the test draw at that size holds; where no sequence is left (the smallest
+# sizes hold few distinct sums) the size is left out.
+VALIDATION_SEED = 4242
+VALIDATION_CACHE = SCRATCHPAD_DIR / "validation.csv"
+VALIDATION_CACHE_COLUMNS = ["config_hash", "seed", "count", "name", "exact_match"]
+
+
+def _prompt_rows(batch: Batch) -> list[tuple[int, ...]]:
+    """Each row's prompt (its tokens up to and including SEP), as a tuple."""
+    sep = (batch.tokens == SEP).int().argmax(dim=1).tolist()
+    return [tuple(row[: p + 1]) for row, p in zip(batch.tokens.tolist(), sep)]
+
+
+def validation_batch(task: Task, n: int, count: int, test_seed: int, seed: int = VALIDATION_SEED) -> Batch:
+    """`count` sequences of size n drawn with `seed`, less those whose prompt the test draw
+    (`test_seed`, `count` sequences) at n holds: a validation draw kept apart from the test."""
+    if seed == test_seed:
+        raise ValueError(f"the validation seed must differ from the test's ({test_seed})")
+    test = set(_prompt_rows(evaluation_batch(task, n, count, test_seed)))
+    batch = evaluation_batch(task, n, count, seed)
+    keep = torch.tensor([p not in test for p in _prompt_rows(batch)], dtype=torch.bool)
+    return Batch(batch.tokens[keep], batch.positions[keep], batch.segments[keep], batch.loss_mask[keep])
+
+
+def validation_exact_match(
+    cfg: RunConfig,
+    results_dir: str | Path,
+    count: int = 256,
+    seed: int = VALIDATION_SEED,
+    cache: Path | None = VALIDATION_CACHE,
+) -> float:
+    """In-distribution exact match of `cfg`'s saved model on the validation draw
+    (`validation_batch`): the mean over the training sizes that keep a sequence of the share
+    right, the final answer after the model's own steps where it writes steps (the records'
+    metric). Read from `cache` where it holds the score, else computed and added to it."""
+    known = read_keyed_cache(cache, VALIDATION_CACHE_COLUMNS, "validation")
+    key = (cfg.hash, str(seed), str(count), cfg.name)
+    if key in known:
+        return float(known[key])
+    model, task = load_run_model(cfg, results_dir), cfg.make_task()
+    shares = []
+    with evaluating(model):
+        for n in task.sizes(cfg.train_min_len, cfg.train_max_len):
+            batch = validation_batch(task, n, count, cfg.eval_seed, seed)
+            if not len(batch.tokens):
+                continue
+            logits = model(batch.inputs, positions=batch.positions[:, :-1])
+            whole = exact_from_logits(logits, batch)
+            if isinstance(task, WithScratchpad):
+                whole = answer_exact_match(model, batch, task, task.answer_length(n) + 1, whole)
+            shares.append(float(whole.float().mean()))
+    score = float(np.mean(shares))
+    if cache is not None:
+        write_keyed_cache(cache, VALIDATION_CACHE_COLUMNS, known | {key: repr(score)})
+    return score
+
+
+def arm_settings(components: str, encoding: str, seed: int) -> dict[str, tuple[RunConfig, Path]]:
+    """Every setting tried for one arm of experiment 1 (`components` "o", the step outputs, or
+    "none", the answer alone), as {setting: (its run, the folder its record is in)}: post-LN at
+    addition's chosen rate and at the lower one, and on the pre-norm model at 10,000 and 20,000
+    steps. A setting whose run is not trained is listed all the same."""
+    shape, changed = CHOSEN_SHAPES["addition"]
+    chosen_lr, lower_lr = scratchpad_rates()
+    options = {"format": "paper"} | ({"scratchpad": components} if components != "none" else {})
+    top = {"eval_max_len": 16} if components != "none" else {}
+    post = {**PILOT_SHAPES[shape], **changed, "task_options": options, **top}
+    first = paper_split_runs("addition", [encoding], [seed], **post)[0]
+    lower = paper_split_runs("addition", [encoding], [seed], **(post | {"lr": lower_lr}))[0]
+    return {
+        f"post-LN, lr {chosen_lr:g}": (first, SCRATCHPAD_DIR if components != "none" else RESULTS_DIR),
+        f"post-LN, lr {lower_lr:g}": (lower, SCRATCHPAD_DIR),
+        f"pre-norm, lr {chosen_lr:g}": (pre_norm_arm(components, encoding, seed), SCRATCHPAD_DIR),
+        f"pre-norm, lr {chosen_lr:g}, 20,000 steps": (pre_norm_arm(components, encoding, seed, 20_000), SCRATCHPAD_DIR),
+    }
+
+
+def chosen_setting(components: str, encoding: str, seed: int, **validation: Any) -> dict[str, Any]:
+    """One arm's validation scores (%) per trained setting (`arm_settings`), and the setting it
+    takes: the best by validation (the first listed of equals), its run and record. None where no
+    setting is trained."""
+    scores, runs = {}, {}
+    for name, (cfg, folder) in arm_settings(components, encoding, seed).items():
+        if record_path(folder, cfg).exists():
+            scores[name], runs[name] = 100 * validation_exact_match(cfg, folder, **validation), (cfg, folder)
+    if not scores:
+        return {"scores": {}, "setting": None, "run": None, "record": None}
+    best = max(scores, key=lambda k: scores[k])  # max keeps the first of equals
+    cfg, folder = runs[best]
+    return {"scores": scores, "setting": best, "run": cfg, "record": read_record(record_path(folder, cfg))}
+
+
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
     """Per experiment (the pilot, then 1-3): runs, runs trained, the copy runs of those trained,
     wall time (hours, this machine's, with other training beside it, as the records time it), and

@@ -562,3 +562,70 @@ def test_the_pre_norm_round_changes_only_the_normalization_and_holds_its_pilot()
     with pytest.raises(ValueError, match="'o' .* and 'none'"):
         L.pre_norm_arm("co", "nope", 0)
     assert {"scratchpad-pre-norm", "scratchpad-pre-norm-pilot"} <= set(L.EXPERIMENTS)
+
+
+def test_the_validation_draw_is_kept_apart_from_the_test_sums():
+    task = L.get_task("addition", {"format": "paper"})
+    for n in (1, 2, 8):
+        test = set(L._prompt_rows(L.evaluation_batch(task, n, 256, 1234)))
+        held = L._prompt_rows(L.validation_batch(task, n, 256, 1234))
+        assert not set(held) & test  # no validation prompt is a test prompt
+        if n == 8:
+            assert len(held) > 250  # 8-digit sums rarely repeat: nearly the whole draw is kept
+    assert len(L.validation_batch(task, 1, 256, 1234).tokens) < 256  # 1-digit sums repeat: some are dropped
+    with pytest.raises(ValueError, match="must differ from the test's"):
+        L.validation_batch(task, 3, 8, 1234, seed=1234)
+
+
+def test_each_arm_takes_the_setting_validation_picks(tmp_path, monkeypatch):
+    calls = []
+
+    def scored(cfg, folder, count=256, seed=L.VALIDATION_SEED, cache=None):
+        calls.append(cfg.hash)
+        return {True: 0.9, False: 0.5}[cfg.model.pre_norm]
+
+    settings = L.arm_settings("o", "alibi", 0)
+    assert list(settings) == [
+        "post-LN, lr 0.002",
+        "post-LN, lr 0.001",
+        "pre-norm, lr 0.002",
+        "pre-norm, lr 0.002, 20,000 steps",
+    ]
+    folders = {}
+    for name, (cfg, _) in settings.items():
+        folders[name] = tmp_path / name.replace(" ", "_")
+        if "20,000" not in name:  # the longer run not trained: left out, not an error
+            rec = {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash, "exact_match": {}}
+            rec |= {"training_revision": L.TRAINING_REVISION, "loss_curve": {"every": 1, "mean_loss": [1.0]}}
+            L._atomic_json(L.record_path(folders[name], cfg), rec)
+    monkeypatch.setattr(L, "arm_settings", lambda *a: {k: (c, folders[k]) for k, (c, _) in settings.items()})
+    monkeypatch.setattr(L, "validation_exact_match", scored)
+    chosen = L.chosen_setting("o", "alibi", 0)
+    assert chosen["setting"] == "pre-norm, lr 0.002" and len(chosen["scores"]) == 3
+    assert chosen["scores"]["post-LN, lr 0.001"] == pytest.approx(50.0) and chosen["run"].model.pre_norm
+    monkeypatch.setattr(L, "validation_exact_match", lambda *a, **k: 0.7)  # all equal: the first listed
+    assert L.chosen_setting("o", "alibi", 0)["setting"] == "post-LN, lr 0.002"
+
+
+def test_validation_scores_are_read_from_the_cache_and_a_foreign_file_is_refused(tmp_path, monkeypatch):
+    cfg = L.make_run("copy", "nope", 0, steps=0)
+    cache = tmp_path / "validation.csv"
+    L.write_keyed_cache(
+        cache, L.VALIDATION_CACHE_COLUMNS, {(cfg.hash, str(L.VALIDATION_SEED), "256", cfg.name): "0.25"}
+    )
+    monkeypatch.setattr(L, "load_run_model", lambda *a: pytest.fail("a cached score loads no weights"))
+    assert L.validation_exact_match(cfg, tmp_path, cache=cache) == 0.25
+    cache.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a validation cache"):
+        L.validation_exact_match(cfg, tmp_path, cache=cache)
+
+
+def test_validation_scores_a_saved_model_on_the_training_sizes(tmp_path):
+    torch.manual_seed(0)
+    cfg = L.make_run("copy", "nope", 0, steps=0, train_max_len=4)
+    path = L.weights_path(tmp_path, cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(L.DecoderOnlyLM(cfg.model).state_dict(), path)
+    cache = tmp_path / "v.csv"
+    score = L.validation_exact_match(cfg, tmp_path, count=16, cache=cache)
+    assert 0.0 <= score <= 1.0 and len(L.read_keyed_cache(cache, L.VALIDATION_CACHE_COLUMNS, "validation")) == 1
