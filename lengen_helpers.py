@@ -5556,7 +5556,7 @@ def scratchpad_components() -> list[RunConfig]:
 
 
 # Experiment 1 at a lower learning rate: addition's learning rate (2e-3) was chosen for the answer alone, and
-# at it every RoPE run with the step outputs stayed on a plateau. The round trains both arms again
+# at it no RoPE run with the step outputs learned addition. The round trains both arms again
 # at 1e-3 on the paper's five encodings, pair by pair, both arms in this chapter's folder (the
 # answer alone at 1e-3 is the ten-task pilot's deep shape at its default rate: the same config).
 SCRATCHPAD_SECOND_LR = 1e-3
@@ -5921,6 +5921,29 @@ def seed_effects(pairs, encodings: Sequence[str] = PAPER_ENCODINGS):
         row |= {"lowest": d.min() if len(d) else float("nan"), "highest": d.max() if len(d) else float("nan")}
         rows.append(row | {"above 0": f"{int((d > 0).sum())} of {len(d)}"})
     return pd.DataFrame(rows).set_index("encoding")
+
+
+def learned_at_each_rate(pairs, learned_bar: float = 0.9):
+    """Per arm, on the pairs trained at every rate in `pairs` (`rate_pair_table` rows): how many
+    runs learn addition in distribution (at least `learned_bar`) at each rate, how many only at
+    the first rate listed and only at the second, and an exact two-sided sign test on those
+    discordant runs (each seed's run at one rate against the same seed's at the other)."""
+    rates = list(dict.fromkeys(pairs["learning rate"]))
+    if len(rates) != 2:
+        raise ValueError(f"learned_at_each_rate compares two learning rates; got {rates}")
+    trained = pairs[pairs["status"] != "not trained yet"]
+    keys = ["encoding", "seed"]
+    both = trained.groupby(keys).filter(lambda g: g["learning rate"].nunique() == 2)
+    rows = []
+    for arm, column in (("step outputs", "in distribution with (%)"), ("answer alone", "in distribution without (%)")):
+        wide = both.pivot_table(index=keys, columns="learning rate", values=column) >= 100 * learned_bar
+        first, second = wide[rates[0]], wide[rates[1]]
+        only_first, only_second = int((first & ~second).sum()), int((~first & second).sum())
+        n = only_first + only_second
+        p = min(1.0, 2 * sum(math.comb(n, k) for k in range(min(only_first, only_second) + 1)) / 2**n) if n else 1.0
+        rows.append({"arm": arm, "pairs": len(wide)} | {f"learned at {lr:g}": int(wide[lr].sum()) for lr in rates})
+        rows[-1] |= {f"only at {rates[0]:g}": only_first, f"only at {rates[1]:g}": only_second, "sign test p": p}
+    return pd.DataFrame(rows).set_index("arm")
 
 
 def compared_by_seed(pairs):
@@ -9100,6 +9123,8 @@ def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PA
     name = lambda r: f"{r['task']} {r['format']} {label(r['encoding'])}"  # noqa: E731
     why = f"{len(trained)} of {len(task_effect)} runs trained, {len(ranked)} learned with and without it (at least 90%)"
     why += f"; helps: {', '.join(name(r) for _, r in helped.iterrows())}" if len(helped) else "; helps none"
+    if ranked["seed"].nunique() == 1 and here in ("holds here", "does not hold here"):
+        here += " (one seed: a hypothesis)"
     rows.append({"claim": "not on the other tasks (seed 0)", "here": here, "numbers": why})
     # 3. The format matters: one seed per format, set against the spread of seeds of one format.
     added = formats.drop(index=["none", "o"])
@@ -9117,8 +9142,11 @@ def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PA
         )
     why = "; ".join(f"{f}: {r['OOD vs o (points)']:+.1f} points against o (one seed)" for f, r in compared.iterrows())
     why = why or f"{len(added)} formats planned, none trained"
+    if here == "holds here":
+        here += " (one seed a format: a hypothesis)"
     if len(spreads):
-        why += f"; o's seeds of one encoding (at one rate) lie {spreads.min():.1f}-{spreads.max():.1f} points apart"
+        apart = ", ".join(f"{label(e)} {v:.1f} at {lr:g}" for (lr, e), v in spreads.items())
+        why += f"; o's learned seeds of one encoding at one rate lie apart by (points): {apart}"
     rows.append({"claim": "its format matters (NoPE, seed 0)", "here": here, "numbers": why})
     return pd.DataFrame(rows).set_index("claim")
 

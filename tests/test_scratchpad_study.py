@@ -209,8 +209,8 @@ def test_each_claim_is_judged_from_its_table():
     every["OOD with (%)"] = [5.0 + 0.5 * s for e in five for s in range(3)]  # seeds 1 point apart at most
     tasks = pd.DataFrame(
         [
-            {"task": "parity", "format": "o", "encoding": "nope", "verdict": "no measurable gain"},
-            {"task": "sorting", "format": "o", "encoding": "t5", "verdict": "not learned with it"},
+            {"task": "parity", "format": "o", "encoding": "nope", "seed": 0, "verdict": "no measurable gain"},
+            {"task": "sorting", "format": "o", "encoding": "t5", "seed": 0, "verdict": "not learned with it"},
         ]
     )
     formats = pd.DataFrame(
@@ -218,14 +218,20 @@ def test_each_claim_is_judged_from_its_table():
         index=pd.Index(["none", "o", "co", "ov"], name="format"),
     )
     claims = L.scratchpad_claims(every, tasks, formats)
-    assert claims["here"].tolist() == ["holds here", "holds here", "holds here"]
-    assert "seeds of one encoding (at one rate) lie 1.0-1.0 points apart" in claims.iloc[2]["numbers"]
+    # the second and third rest on one seed: said with the verdict, not only in the prose
+    one_seed = ["holds here (one seed: a hypothesis)", "holds here (one seed a format: a hypothesis)"]
+    assert claims["here"].tolist() == ["holds here", *one_seed]
+    assert "lie apart by (points): ALiBi 1.0 at 0.002, NoPE 1.0 at 0.002" in claims.iloc[2]["numbers"]
     # one encoding's compared seeds all at or below 0: the first claim fails; a task that helps: the
     # second; a format's one seed inside the seeds' spread: the third is not distinguishable
     no_gain = every.assign(**{"OOD difference (points)": [-1.0 if e == "t5" else 1.0 for e in five for _ in range(3)]})
     helps = tasks.assign(verdict=["helps", "not learned with it"])
     claims = L.scratchpad_claims(no_gain, helps, formats.assign(**{"OOD vs o (points)": [None, None, 0.8, -0.5]}))
-    assert claims["here"].tolist() == ["does not hold here", "does not hold here", "not distinguishable here"]
+    assert claims["here"].tolist() == [
+        "does not hold here",
+        "does not hold here (one seed: a hypothesis)",
+        "not distinguishable here",
+    ]
     assert "all at or below 0: T5 bias" in claims.loc["a scratchpad helps addition, for every encoding", "numbers"]
     # nothing trained: nothing claimed
     untrained = every.assign(status="not trained yet")
@@ -629,3 +635,21 @@ def test_validation_scores_a_saved_model_on_the_training_sizes(tmp_path):
     cache = tmp_path / "v.csv"
     score = L.validation_exact_match(cfg, tmp_path, count=16, cache=cache)
     assert 0.0 <= score <= 1.0 and len(L.read_keyed_cache(cache, L.VALIDATION_CACHE_COLUMNS, "validation")) == 1
+
+
+def test_learned_counts_at_two_rates_are_compared_on_the_same_pairs_with_a_sign_test():
+    rows = []
+    for lr in (2e-3, 1e-3):
+        for s in range(6):  # the step outputs learn on seeds 0-4 at 2e-3, on seed 5 only at 1e-3
+            with_ = (s < 5) if lr == 2e-3 else s == 5
+            rows.append({"learning rate": lr, "encoding": "nope", "seed": s, "status": "compared"})
+            rows[-1] |= {"in distribution with (%)": 95.0 if with_ else 50.0, "in distribution without (%)": 95.0}
+    rows.append(rows[-1] | {"learning rate": 2e-3, "seed": 9})  # a seed trained at one rate only: left out
+    table = L.learned_at_each_rate(pd.DataFrame(rows))
+    step = table.loc["step outputs"]
+    assert (step["pairs"], step["learned at 0.002"], step["learned at 0.001"]) == (6, 5, 1)
+    assert (step["only at 0.002"], step["only at 0.001"]) == (5, 1)
+    assert step["sign test p"] == pytest.approx(2 * (1 + 6) / 64)  # two-sided: 1 or fewer of 6 discordant
+    assert table.loc["answer alone", "sign test p"] == 1.0  # no discordant run
+    with pytest.raises(ValueError, match="two learning rates"):
+        L.learned_at_each_rate(pd.DataFrame(rows).query("`learning rate` == 0.002"))
