@@ -9201,6 +9201,29 @@ def claim_every_encoding(pairs, encodings: Sequence[str] = PAPER_ENCODINGS, alph
     return "not distinguishable here", numbers
 
 
+def arm_settings_table(arms: Sequence[tuple[str, str, int]], exit_level: float = 0.05):
+    """Per arm of experiment 1 (`arms`: (components, encoding, seed), "o" or "none"), its
+    in-distribution exact match (%, pooled as the paper pools its test examples) under every
+    setting tried (`arm_settings`; blank where not trained), and on the pre-norm model at 10,000
+    steps the first step at which its training loss falls below `exit_level` per target token
+    (blank where it never does) and its loss at the end."""
+    rows = []
+    for components, encoding, seed in arms:
+        row: dict[str, Any] = {"arm": "step outputs" if components == "o" else "answer alone"}
+        row |= {"encoding": label(encoding), "seed": seed}
+        for name, (cfg, folder) in arm_settings(components, encoding, seed).items():
+            path = record_path(folder, cfg)
+            rec = read_record(path) if path.exists() else None
+            row[f"{name} (%)"] = 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0] if rec else float("nan")
+            if name == f"pre-norm, lr {scratchpad_rates()[0]:g}":
+                curve = rec["loss_curve"] if rec else {"every": 1, "mean_loss": []}
+                below = [(i + 1) * curve["every"] for i, v in enumerate(curve["mean_loss"]) if v < exit_level]
+                row["pre-norm: loss under 0.05 from step"] = below[0] if below else float("nan")
+                row["pre-norm: final loss"] = curve["mean_loss"][-1] if curve["mean_loss"] else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows).set_index(["arm", "encoding", "seed"])
+
+
 def plot_rate_curves(curves, path: Path | None = None):
     """Experiment 1's training losses (`rate_loss_curves`): one panel per arm, one line per
     learning rate, the median over the runs trained (their number in the legend) and a band from

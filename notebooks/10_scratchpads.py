@@ -261,6 +261,39 @@ print(f"for every encoding, either rate: {verdict}\n    {numbers}")
 # 2e-3, and RoPE and ALiBi still have none: the claim for every encoding is not distinguishable here.
 
 # %% [markdown]
+# ### Both arms on the pre-norm model
+#
+# The study's model normalizes after each residual sum (post-LN, the baseline's arrangement); the
+# paper's T5 decoder normalizes what enters each sublayer (pre-norm). Deep post-LN stacks train
+# slowly and unevenly, and the arms that miss above sit on a loss plateau that more steps of the
+# same recipe do not leave. This round changes that one setting (`L.PRE_NORM_SETTINGS`), at
+# addition's chosen rate (2e-3), everything else, the seeds and the data as in experiment 1
+# (`sweep --grid scratchpad-pre-norm`: the paper's five encodings x 3 seeds, both arms). Its pilot
+# comes first: the seven arms that missed at both post-LN rates (`L.PRE_NORM_PILOT`: the step
+# outputs of NoPE, RoPE and T5 seed 2 and of ALiBi seed 0, and ALiBi's answer alone on every
+# seed; `sweep --grid scratchpad-pre-norm-pilot`). The compute, measured before training (copy
+# runs):
+
+# %%
+pre_norm_cost = {name: sum(L.run_compute_flops(c, sample_steps=20) for c in runs) / copy_run
+                 for name, runs in (("pilot", L.scratchpad_pre_norm_pilot()), ("grid", L.scratchpad_pre_norm()))}
+print(", ".join(f"{name}: {cost:.1f} copy runs" for name, cost in pre_norm_cost.items())
+      + " (the grid holds the pilot's seven runs)")
+
+# %% [markdown]
+# Each pilot arm in distribution (%, pooled as above) under every setting tried, blank where not
+# trained; on the pre-norm model, the first step at which its training loss is under 0.05 per
+# target token, and its final loss:
+
+# %%
+pilot_arms = L.arm_settings_table(L.PRE_NORM_PILOT)
+pilot_records = [L.read_record(p) for c in L.scratchpad_pre_norm_pilot()
+                 if (p := L.record_path(L.SCRATCHPAD_DIR, c)).exists()]
+print(f"pilot runs trained: {len(pilot_records)} of {len(L.PRE_NORM_PILOT)}; their records time "
+      f"{sum(r['wall_time_s'] for r in pilot_records) / 3600:.1f} h (two at a time on 2 cores, beside other work)")
+L.with_blanks(pilot_arms.round(1).round({"pre-norm: final loss": 3}))
+
+# %% [markdown]
 # ## Experiment 2: the other tasks
 #
 # Summation, parity, sorting and polynomial evaluation with the step outputs (NoPE and T5, seed

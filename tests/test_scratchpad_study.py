@@ -653,3 +653,27 @@ def test_learned_counts_at_two_rates_are_compared_on_the_same_pairs_with_a_sign_
     assert table.loc["answer alone", "sign test p"] == 1.0  # no discordant run
     with pytest.raises(ValueError, match="two learning rates"):
         L.learned_at_each_rate(pd.DataFrame(rows).query("`learning rate` == 0.002"))
+
+
+def test_the_settings_table_shows_each_setting_tried_and_the_pre_norm_exit(tmp_path, monkeypatch):
+    settings = L.arm_settings("o", "nope", 2)
+    folders = {name: tmp_path / str(i) for i, name in enumerate(settings)}
+    for name, (cfg, _) in settings.items():
+        if "20,000" in name:
+            continue  # not trained: blank
+        high = {"post-LN, lr 0.002": 0.2, "post-LN, lr 0.001": 0.3}.get(name, 1.0)
+        curve = [0.5, 0.2, 0.04, 0.01] if name.startswith("pre-norm") else [0.5, 0.4, 0.3, 0.3]
+        rec = {
+            "name": cfg.name,
+            "config": cfg.to_dict(),
+            "config_hash": cfg.hash,
+            "training_revision": L.TRAINING_REVISION,
+        }
+        rec |= {"exact_match": {str(n): high for n in range(1, 17)}, "loss_curve": {"every": 100, "mean_loss": curve}}
+        L._atomic_json(L.record_path(folders[name], cfg), rec)
+    monkeypatch.setattr(L, "arm_settings", lambda *a: {k: (c, folders[k]) for k, (c, _) in settings.items()})
+    table = L.arm_settings_table([("o", "nope", 2)])
+    row = table.loc[("step outputs", "NoPE", 2)]
+    assert row["post-LN, lr 0.002 (%)"] == pytest.approx(20.0) and row["pre-norm, lr 0.002 (%)"] == pytest.approx(100.0)
+    assert pd.isna(row["pre-norm, lr 0.002, 20,000 steps (%)"])
+    assert row["pre-norm: loss under 0.05 from step"] == 300 and row["pre-norm: final loss"] == pytest.approx(0.01)
