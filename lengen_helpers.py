@@ -9221,7 +9221,8 @@ def arm_settings_table(arms: Sequence[tuple[str, str, int]], exit_level: float =
                 row["pre-norm: loss under 0.05 from step"] = below[0] if below else float("nan")
                 row["pre-norm: final loss"] = curve["mean_loss"][-1] if curve["mean_loss"] else float("nan")
         rows.append(row)
-    return pd.DataFrame(rows).set_index(["arm", "encoding", "seed"])
+    table = pd.DataFrame(rows).set_index(["arm", "encoding", "seed"])
+    return table.astype({"pre-norm: loss under 0.05 from step": "Int64"})
 
 
 def plot_rate_curves(curves, path: Path | None = None):

@@ -291,7 +291,7 @@ pilot_records = [L.read_record(p) for c in L.scratchpad_pre_norm_pilot()
                  if (p := L.record_path(L.SCRATCHPAD_DIR, c)).exists()]
 print(f"pilot runs trained: {len(pilot_records)} of {len(L.PRE_NORM_PILOT)}; their records time "
       f"{sum(r['wall_time_s'] for r in pilot_records) / 3600:.1f} h (two at a time on 2 cores, beside other work)")
-L.with_blanks(pilot_arms.round(1).round({"pre-norm: final loss": 3}))
+L.with_blanks(pilot_arms.round(1).assign(**{"pre-norm: final loss": pilot_arms["pre-norm: final loss"].round(4)}))
 
 # %% [markdown]
 # ## Experiment 2: the other tasks
