@@ -7476,6 +7476,50 @@ CARRY_PLANTS: dict[str, tuple[tuple[tuple[int, int], ...], bool]] = {
 }
 
 
+# A window model reads, at any length, only keys within its window of the query's place, and with
+# a relative encoding what it computes from them depends only on their distances, which inside the
+# window are those of training. So its saved weights can be scored with room for more digit places
+# than it was trained with: only `digit_places` bounds the sizes it can be given. Where that would
+# change what the model computes, it is refused: absolute positions (a sinusoid or a learned table
+# at places never trained), no window (a query then reads keys at distances never trained), or a
+# window as wide as the places trained.
+ABSOLUTE_ENCODINGS = ("sinusoidal", "learned")
+
+
+def with_more_places(cfg: RunConfig, places: int, eval_max_len: int | None = None) -> RunConfig:
+    """`cfg` with room for `places` digit places (scored to `eval_max_len` digits, default the
+    most they hold): the same weights give the same computation at every size (above)."""
+    m = cfg.model
+    if not m.digit_places:
+        raise ValueError(f"{cfg.name} was trained without digit places; more places apply to digit-place runs only")
+    if not m.attention_window or m.attention_window >= m.digit_places:
+        raise ValueError(
+            f"{cfg.name} has attention_window={m.attention_window} over {m.digit_places} places: without a window "
+            "narrower than the places trained, a query reads keys at distances never trained"
+        )
+    if m.encoding in ABSOLUTE_ENCODINGS:
+        raise ValueError(
+            f"{cfg.name} encodes absolute positions ({m.encoding}): places past {m.digit_places} were never trained; "
+            f"valid: {', '.join(e for e in ENCODINGS if e not in ABSOLUTE_ENCODINGS)}"
+        )
+    if not isinstance(places, int) or places < m.digit_places:
+        raise ValueError(f"places={places!r} is out of range; valid: an integer >= the {m.digit_places} trained")
+    top = places - 4 if eval_max_len is None else eval_max_len  # size n's places reach n + 3, below `places`
+    return dataclasses.replace(cfg, model=dataclasses.replace(m, digit_places=places), eval_max_len=top)
+
+
+def load_with_more_places(cfg: RunConfig, places: int, results_dir: str | Path = ADDITION_DIR) -> DecoderOnlyLM:
+    """`cfg`'s saved weights (under its own hash) in a model with room for `places` digit places
+    (`with_more_places`)."""
+    wider = with_more_places(cfg, places)
+    path = weights_path(Path(results_dir), cfg)
+    if not path.exists():
+        raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
+    model = make_model(wider)
+    model.load_state_dict(torch.load(path, weights_only=True))
+    return model.eval()
+
+
 def exactness_study() -> list[RunConfig]:
     """The tries on seed 0 (`exactness_tries`), the configuration chosen from them on seeds 0-2,
     then the digit-set mixture (`EXACT_SETS`) on seed 0, then on seeds 1 and 2, then the same with

@@ -286,3 +286,36 @@ def test_top_marker_puts_plus_above_the_operands_top_digit_and_moves_nothing_els
     with pytest.raises(ValueError, match="top_marker places the \\+ of a digit-places layout"):
         L.ModelConfig(encoding="rope", top_marker=True)
     assert "top_marker" not in str(L._hashed_fields(L.addition_run(*L.ADDITION_BEST).to_dict()))
+
+
+def test_more_places_are_refused_where_they_would_change_what_the_model_computes():
+    narrow = L.exact_run(0, **L.EXACT_NARROW)
+    wider = L.with_more_places(narrow, 2100)
+    assert wider.model.digit_places == 2100 and wider.eval_max_len == 2096  # size n's places reach n + 3
+    assert wider.model.attention_window == narrow.model.attention_window and wider.seed == narrow.seed
+    with pytest.raises(ValueError, match="absolute positions"):
+        L.with_more_places(
+            dataclasses.replace(narrow, model=dataclasses.replace(narrow.model, encoding="sinusoidal")), 640
+        )
+    no_window = L.exact_run(0, attention_window=0)
+    with pytest.raises(ValueError, match="attention_window=0 over 320 places"):
+        L.with_more_places(no_window, 640)
+    assert L.with_more_places(L.exact_run(0), 640).model.attention_window == 2  # the window of 2 may have more
+    with pytest.raises(ValueError, match="out of range; valid: an integer >= the 320 trained"):
+        L.with_more_places(narrow, 100)
+    with pytest.raises(ValueError, match="without digit places"):
+        L.with_more_places(L.make_run("addition", "rope", 0), 640)
+
+
+def test_a_window_model_computes_the_same_when_its_places_are_shifted():
+    """Why more places change nothing: with a relative encoding and a window, moving every
+    position of a sequence by the same amount leaves the logits as they were."""
+    torch.manual_seed(0)
+    cfg = L.with_more_places(L.exact_run(0, **L.EXACT_NARROW), 2100)
+    model = L.make_model(cfg).eval()
+    task = cfg.make_task()
+    batch = L.evaluation_batch(task, 12, 4, 1234, cfg.model)
+    with torch.no_grad():
+        here = model(batch.inputs, positions=batch.positions[:, :-1])
+        there = model(batch.inputs, positions=batch.positions[:, :-1] + 1500)
+    assert torch.allclose(here, there, atol=1e-4)
