@@ -7520,6 +7520,62 @@ def load_with_more_places(cfg: RunConfig, places: int, results_dir: str | Path =
     return model.eval()
 
 
+FAR_CACHE = ADDITION_DIR / "far.csv"
+FAR_CACHE_COLUMNS = ["config_hash", "places", "draw", "n", "count", "measure", "value"]
+
+
+def far_draw(task: Task, draw: str) -> Task:
+    """The sums of one draw in `task`'s format: "random" (the task's own), a family
+    (`SUM_FAMILIES`) or a digit pair as two digits ("09": every digit of both operands 0 or 9)."""
+    if draw == "random":
+        return task
+    if draw in SUM_FAMILIES:
+        return StructuredAddition(draw, **task.format)
+    pair = tuple(int(c) for c in draw) if re.fullmatch(r"\d\d", draw) else None
+    if pair not in DIGIT_PAIRS:
+        raise ValueError(
+            f"unknown draw {draw!r}; valid: 'random', a family ({', '.join(SUM_FAMILIES)}) or a digit pair '01'..'89'"
+        )
+    return DigitSetAddition(pair, **task.format)
+
+
+def far_scores(
+    configs: Sequence[RunConfig],
+    places: int,
+    sizes: Sequence[int],
+    draws: Sequence[str],
+    count: int = 32,
+    results_dir: str | Path = ADDITION_DIR,
+    cache: Path | None = FAR_CACHE,
+    batch_size: int = 8,
+) -> pd.DataFrame:
+    """Exact match (0-1) of each run's saved weights with room for `places` digit places
+    (`load_with_more_places`) on `count` sums of each draw (`far_draw`) at each size, and the
+    seconds a sum took to score on this machine (the full attention over every key, masked to the
+    window: its cost grows with the square of the length): one row per (seed, draw, n). Read from
+    `cache` where it holds them (keyed by the run's hash, the places, the draw, the size and the
+    count), else computed and added to it."""
+    known = read_keyed_cache(cache, FAR_CACHE_COLUMNS, "far-scores")
+    rows, new = [], {}
+    for cfg in configs:
+        model, task = None, with_more_places(cfg, places).make_task()
+        for draw in draws:
+            for n in sizes:
+                key = (cfg.hash, str(places), draw, str(n), str(count))
+                if (*key, "exact_match") not in known:
+                    model = model if model is not None else load_with_more_places(cfg, places, results_dir)
+                    t0 = time.perf_counter()
+                    em = exact_match_by_length(model, far_draw(task, draw), [n], count, cfg.eval_seed, batch_size)[n]
+                    seconds = (time.perf_counter() - t0) / count
+                    new |= {(*key, "exact_match"): repr(float(em)), (*key, "seconds per sum"): repr(seconds)}
+                    if cache is not None:  # each cell as it is scored: a stop loses none
+                        write_keyed_cache(cache, FAR_CACHE_COLUMNS, known | new)
+                got = known | new
+                rows.append({"seed": cfg.seed, "draw": draw, "n": n})
+                rows[-1] |= {m: float(got[(*key, m)]) for m in ("exact_match", "seconds per sum")}
+    return pd.DataFrame(rows, columns=["seed", "draw", "n", "exact_match", "seconds per sum"])
+
+
 def exactness_study() -> list[RunConfig]:
     """The tries on seed 0 (`exactness_tries`), the configuration chosen from them on seeds 0-2,
     then the digit-set mixture (`EXACT_SETS`) on seed 0, then on seeds 1 and 2, then the same with

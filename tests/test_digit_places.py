@@ -4,6 +4,7 @@ depend on the answer."""
 
 import dataclasses
 
+import pandas as pd
 import pytest
 import torch
 from support import tiny
@@ -319,3 +320,30 @@ def test_a_window_model_computes_the_same_when_its_places_are_shifted():
         here = model(batch.inputs, positions=batch.positions[:, :-1])
         there = model(batch.inputs, positions=batch.positions[:, :-1] + 1500)
     assert torch.allclose(here, there, atol=1e-4)
+
+
+def test_far_draws_name_random_sums_a_family_or_a_digit_pair():
+    task = L.with_more_places(L.exact_run(0, **L.EXACT_NARROW), 640).make_task()
+    assert L.far_draw(task, "random") is task
+    assert isinstance(L.far_draw(task, "zeros and nines"), L.StructuredAddition)
+    pair = L.far_draw(task, "09")
+    assert isinstance(pair, L.DigitSetAddition) and pair.format == task.format
+    for bad in ("90", "00", "zeros", "1"):  # a pair is two different digits, smaller first
+        with pytest.raises(ValueError, match="unknown draw"):
+            L.far_draw(task, bad)
+
+
+def test_far_scores_score_saved_weights_with_more_places_and_cache_each_cell(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    cfg = L.exact_run(0, **L.EXACT_NARROW)
+    path = L.weights_path(tmp_path, cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(L.make_model(cfg).state_dict(), path)
+    cache = tmp_path / "far.csv"
+    got = L.far_scores([cfg], 400, [4, 360], ["random", "09"], count=2, results_dir=tmp_path, cache=cache)
+    assert got[["draw", "n"]].values.tolist() == [["random", 4], ["random", 360], ["09", 4], ["09", 360]]
+    assert got["exact_match"].between(0, 1).all() and (got["seconds per sum"] > 0).all()
+    assert len(L.read_keyed_cache(cache, L.FAR_CACHE_COLUMNS, "far-scores")) == 8  # two measures a cell
+    monkeypatch.setattr(L, "load_with_more_places", lambda *a: pytest.fail("a cached cell loads no weights"))
+    again = L.far_scores([cfg], 400, [4, 360], ["random", "09"], count=2, results_dir=tmp_path, cache=cache)
+    pd.testing.assert_frame_equal(again, got)
