@@ -8218,7 +8218,11 @@ def draw_attention(
         ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, markerscale=1.6, **dark)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
     ax.set(
-        title=f"{name or label(run.encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
+        title=textwrap.fill(
+            f"{name or label(run.encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
+            52,
+            break_on_hyphens=False,
+        ),
         xlabel="key position (BOS, prompt, SEP, answer)",
         ylabel="answer step i (predicting y_i)",
     )

@@ -243,7 +243,9 @@ def test_draw_attention_serves_intervention_models(tmp_path, monkeypatch, interv
     L.run_and_save(cfg, L.intervention_dir(intervention, tmp_path))
     folder = L.intervention_dir(intervention, tmp_path)
     drawn = L.draw_attention(cfg, layer=1, head=2, n=5, results_dir=folder, name=f"ALiBi ({intervention})")
-    assert drawn["ax"].get_title().startswith(f"ALiBi ({intervention}) {cfg.task} L1H2, n=5: on-target")
+    assert " ".join(drawn["ax"].get_title().split()).startswith(
+        f"ALiBi ({intervention}) {cfg.task} L1H2, n=5: on-target"
+    )
     answer = L.get_task(cfg.task).answer_length(5) + 1  # the answer and EOS
     assert len(drawn["generated"]) == len(drawn["target"]) == answer
     assert drawn["attention"].shape == (
