@@ -5615,6 +5615,29 @@ def scratchpad_pre_norm(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
     return [pre_norm_arm(arm, enc, seed) for seed in seeds for enc in PAPER_ENCODINGS for arm in ("o", "none")]
 
 
+# An arm on the pre-norm model still under 90% in distribution at 10,000 steps whose loss is still
+# falling there (down by more than `STILL_FALLING` over its last 2,000 steps) trains again for
+# 20,000, as the paper trains longer where a run needs it. The list follows from the records.
+PRE_NORM_LONGER_STEPS = 20_000
+
+
+def scratchpad_pre_norm_longer(results_dir: str | Path = SCRATCHPAD_DIR, learned_bar: float = 0.9) -> list[RunConfig]:
+    """The 20,000-step runs of the pre-norm arms that qualify (above), in the grid's order."""
+    runs = []
+    for cfg in scratchpad_pre_norm():
+        path = record_path(Path(results_dir), cfg)
+        if not path.exists():
+            continue
+        rec = read_record(path)
+        inside = _pooled_split(cfg, rec, cfg.eval_per_length)[0]
+        end = cfg.steps
+        falling = still_falling(loss_at(rec, end - 2_000), loss_at(rec, end))
+        if inside < learned_bar and falling:
+            arm = cfg.task_options.get("scratchpad", "none")
+            runs.append(pre_norm_arm(arm, cfg.model.encoding, cfg.seed, PRE_NORM_LONGER_STEPS))
+    return runs
+
+
 # Each arm of experiment 1 takes the setting that validation picks, as the paper's runs did (each
 # kept its best checkpoint by in-distribution validation): among the settings tried for the arm,
 # the one whose saved model scores best in distribution on a validation draw kept apart from the
@@ -5680,7 +5703,7 @@ def arm_settings(components: str, encoding: str, seed: int) -> dict[str, tuple[R
     """Every setting tried for one arm of experiment 1 (`components` "o", the step outputs, or
     "none", the answer alone), as {setting: (its run, the folder its record is in)}: post-LN at
     addition's chosen rate and at the lower one, and on the pre-norm model at 10,000 and 20,000
-    steps. A setting whose run is not trained is listed all the same."""
+    steps (`PRE_NORM_LONGER_STEPS`). A setting whose run is not trained is listed all the same."""
     shape, changed = CHOSEN_SHAPES["addition"]
     chosen_lr, lower_lr = scratchpad_rates()
     options = {"format": "paper"} | ({"scratchpad": components} if components != "none" else {})
@@ -5692,7 +5715,10 @@ def arm_settings(components: str, encoding: str, seed: int) -> dict[str, tuple[R
         f"post-LN, lr {chosen_lr:g}": (first, SCRATCHPAD_DIR if components != "none" else RESULTS_DIR),
         f"post-LN, lr {lower_lr:g}": (lower, SCRATCHPAD_DIR),
         f"pre-norm, lr {chosen_lr:g}": (pre_norm_arm(components, encoding, seed), SCRATCHPAD_DIR),
-        f"pre-norm, lr {chosen_lr:g}, 20,000 steps": (pre_norm_arm(components, encoding, seed, 20_000), SCRATCHPAD_DIR),
+        f"pre-norm, lr {chosen_lr:g}, {PRE_NORM_LONGER_STEPS:,} steps": (
+            pre_norm_arm(components, encoding, seed, PRE_NORM_LONGER_STEPS),
+            SCRATCHPAD_DIR,
+        ),
     }
 
 
@@ -7676,6 +7702,7 @@ STUDY_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str, str]] = [
     ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
     ("scratchpad-pre-norm-pilot", scratchpad_pre_norm_pilot, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
     ("scratchpad-pre-norm", scratchpad_pre_norm, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
+    ("scratchpad-pre-norm-longer", scratchpad_pre_norm_longer, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
     ("addition-pilot", addition_pilot, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
     ("addition-places", addition_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
     ("addition-structured", structured_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),

@@ -677,3 +677,23 @@ def test_the_settings_table_shows_each_setting_tried_and_the_pre_norm_exit(tmp_p
     assert row["post-LN, lr 0.002 (%)"] == pytest.approx(20.0) and row["pre-norm, lr 0.002 (%)"] == pytest.approx(100.0)
     assert pd.isna(row["pre-norm, lr 0.002, 20,000 steps (%)"])
     assert row["pre-norm: loss under 0.05 from step"] == 300 and row["pre-norm: final loss"] == pytest.approx(0.01)
+
+
+def test_only_pre_norm_arms_short_of_the_bar_and_still_falling_train_longer(tmp_path):
+    grid = L.scratchpad_pre_norm()
+    falling = {"every": 1000, "mean_loss": [1.0] * 7 + [0.5, 0.4, 0.3]}  # -40% over the last 2,000 steps
+    flat = {"every": 1000, "mean_loss": [1.0] * 7 + [0.5, 0.5, 0.49]}  # -2%
+    cases = [(grid[0], 0.8, falling), (grid[1], 0.8, flat), (grid[2], 0.99, falling)]  # the third learned
+    for cfg, score, curve in cases:
+        rec = {
+            "name": cfg.name,
+            "config": cfg.to_dict(),
+            "config_hash": cfg.hash,
+            "training_revision": L.TRAINING_REVISION,
+        }
+        rec |= {"exact_match": {str(n): score for n in range(1, 25)}, "loss_curve": curve}
+        L._atomic_json(L.record_path(tmp_path, cfg), rec)
+    longer = L.scratchpad_pre_norm_longer(tmp_path)
+    assert [c.hash for c in longer] == [L.pre_norm_arm("o", grid[0].model.encoding, grid[0].seed, 20_000).hash]
+    assert longer[0].steps == 20_000 and longer[0].model.pre_norm
+    assert "scratchpad-pre-norm-longer" in L.EXPERIMENTS
