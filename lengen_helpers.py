@@ -3082,12 +3082,15 @@ def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path 
     return load_run_model(make_run(task, encoding, seed), results_dir)
 
 
-def load_run_model(cfg: RunConfig, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
-    """The trained model of any run, from its saved weights (loaded with weights_only=True)."""
+def load_run_model(
+    cfg: RunConfig, results_dir: str | Path = RESULTS_DIR, into: RunConfig | None = None
+) -> DecoderOnlyLM:
+    """The trained model of any run, from its saved weights (loaded with weights_only=True), in a
+    model built from `cfg`, or from `into` (the same weights under another evaluation setting)."""
     path = weights_path(Path(results_dir), cfg)
     if not path.exists():
         raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
-    model = make_model(cfg)
+    model = make_model(cfg if into is None else into)
     model.load_state_dict(torch.load(path, weights_only=True))
     return model.eval()
 
@@ -7537,13 +7540,7 @@ def with_more_places(cfg: RunConfig, places: int, eval_max_len: int | None = Non
 def load_with_more_places(cfg: RunConfig, places: int, results_dir: str | Path = ADDITION_DIR) -> DecoderOnlyLM:
     """`cfg`'s saved weights (under its own hash) in a model with room for `places` digit places
     (`with_more_places`)."""
-    wider = with_more_places(cfg, places)
-    path = weights_path(Path(results_dir), cfg)
-    if not path.exists():
-        raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
-    model = make_model(wider)
-    model.load_state_dict(torch.load(path, weights_only=True))
-    return model.eval()
+    return load_run_model(cfg, results_dir, into=with_more_places(cfg, places))
 
 
 FAR_CACHE = ADDITION_DIR / "far.csv"
