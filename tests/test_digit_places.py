@@ -270,8 +270,10 @@ def test_answer_token_accuracy_names_each_digit_then_eos_and_bounds_exact_match(
 
 def test_cited_addition_results_are_read_with_their_source():
     cited = L.cited_addition()
-    assert list(cited.index) == ["Cho et al. 2024", "McLeish et al. 2024", "Zhou et al. 2024"]
-    assert cited["paper"].str.len().min() > 20 and cited["exact_match"].between(0, 100).all()
+    assert list(cited.index) == ["Cho et al. 2024", "McLeish et al. 2024", "Zhou et al. 2024", "Patriota 2024"]
+    assert cited["paper"].str.len().min() > 20 and cited["model"].notna().all() and cited["tested_on"].notna().all()
+    stated = cited["bound"] != "reported"  # a figure not read is left blank, never filled in
+    assert cited.loc[stated, "exact_match"].between(0, 100).all() and cited.loc[~stated, "exact_match"].isna().all()
 
 
 def test_top_marker_puts_plus_above_the_operands_top_digit_and_moves_nothing_else():
