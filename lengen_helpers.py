@@ -2156,6 +2156,16 @@ def write_keyed_cache(path: str | Path, columns: Sequence[str], entries: Mapping
     _atomic_write(Path(path), write)
 
 
+def _median_time(fn: Callable[[], Any], repeats: int) -> float:
+    """The median wall time, in seconds, of `repeats` calls of `fn`."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
 # An estimate of a run's compute is a fixed function of its config (the batches are a seeded
 # draw): each is kept in one file, keyed by the run's hash, the number of batches sampled and its
 # name, so that a notebook reads it instead of drawing the batches again. None: every estimate afresh.
@@ -6734,6 +6744,42 @@ def column_attention(model: DecoderOnlyLM, task: Task, n: int, count: int = 64, 
     return pd.DataFrame(rows)
 
 
+def place_attention(
+    model: DecoderOnlyLM, task: Task, n: int, column: int, seed: int = 1234, reach: int = 2
+) -> pd.DataFrame:
+    """Where the query that writes the answer digit of `column` (0: the units) attends, in one sum
+    of n digits, per layer and head: the weight on the operand digits and on the answer digits at
+    each place from `reach` below its column's to `reach` above, and on every other token.
+    Rows: layer, head, kind ("operands", "answer", "other"), offset (key's place - the column's;
+    None for "other"), weight (summing to 1 per layer and head)."""
+    if not 0 <= column <= n:
+        raise ValueError(f"column={column} is out of range; an {n}-digit sum has answer columns 0..{n}")
+    queries, _ = column_targets(task, n)
+    layout = torch.tensor(place_layout(task, n))
+    index = torch.arange(task.sequence_length(n) - 1)
+    operand = ((index >= 1) & (index <= n)) | ((index >= n + 2) & (index <= 2 * n + 1))
+    answer = index >= 2 * n + 2
+    query = int(queries[(layout[queries] == layout[queries].min() + column).nonzero()[0, 0]])
+    batch = evaluation_batch(task, n, 1, seed, model.config)
+    with evaluating(model):
+        _, internals = model(batch.inputs, positions=batch.positions[:, :-1], return_internals=True)
+    offset = layout[index] - layout[query]
+    rows = []
+    for layer, weights in enumerate(internals.attentions):
+        w = weights[0, :, query]  # (H, keys)
+        for head in range(w.shape[0]):
+            placed = torch.zeros(len(index), dtype=torch.bool)
+            for kind, is_kind in (("operands", operand), ("answer", answer)):
+                for d in range(-reach, reach + 1):
+                    keys = is_kind & (offset == d)
+                    placed |= keys
+                    weight = float(w[head, keys].sum())
+                    rows.append({"layer": layer, "head": head, "kind": kind, "offset": d, "weight": weight})
+            rest = float(w[head, ~placed].sum())
+            rows.append({"layer": layer, "head": head, "kind": "other", "offset": None, "weight": rest})
+    return pd.DataFrame(rows)
+
+
 # Sums a uniform sampler almost never draws: at n digits, 0 + 0 is one sum in 10^(2n). Each family
 # draws the operands of its sums, (B, n) digits each, most significant first; `StructuredAddition`
 # writes them as addition in a run's format, so they are scored as every sum is (greedy, from the
@@ -7596,6 +7642,62 @@ def far_scores(
                 rows.append({"seed": cfg.seed, "draw": draw, "n": n})
                 rows[-1] |= {m: float(got[(*key, m)]) for m in ("exact_match", "seconds per sum")}
     return pd.DataFrame(rows, columns=["seed", "draw", "n", "exact_match", "seconds per sum"])
+
+
+FAR_COST_CACHE = ADDITION_DIR / "far_cost.csv"
+FAR_COST_COLUMNS = ["config_hash", "places", "n", "count", "measure", "value"]
+
+
+def window_share(task: Task, n: int, window: int) -> float:
+    """Of the attention scores a causal model computes at size n (each query against every key up
+    to it), the share its window of `window` places leaves unmasked: what decoding that skipped
+    the keys no query can see would compute."""
+    places = torch.tensor(place_layout(task, n))[:-1]  # the inputs: every token but the last
+    causal = causal_mask(len(places))
+    return float((causal & window_mask(places, window)).sum() / causal.sum())
+
+
+def far_cost(
+    cfg: RunConfig,
+    places: int,
+    sizes: Sequence[int],
+    count: int = 8,
+    repeats: int = 3,
+    results_dir: str | Path = ADDITION_DIR,
+    cache: Path | None = FAR_COST_CACHE,
+) -> pd.DataFrame:
+    """Seconds per sum to score `cfg`'s saved weights with room for `places` digit places
+    (`load_with_more_places`) on `count` random sums at each size, measured one size after the
+    other in one run so that every size meets the same machine (the full attention, masked to the
+    window); with the growth from the size before, the exponent k in time ~ digits^k (1 linear, 2
+    quadratic), and the share of the scores the window leaves unmasked (`window_share`). Read from
+    `cache` when it holds every size; else every size is measured again, side by side (the median
+    of `repeats` timings each)."""
+    known = read_keyed_cache(cache, FAR_COST_COLUMNS, "far-cost")
+    keys = {n: (cfg.hash, str(places), str(n), str(count), "seconds per sum") for n in sizes}
+    if list(sizes) != sorted(set(sizes)) or min(sizes) < 1:
+        raise ValueError(f"sizes={list(sizes)} must be distinct and increasing, from 1 digit up")
+    if not all(k in known for k in keys.values()):
+        model = load_with_more_places(cfg, places, results_dir)
+        task = with_more_places(cfg, places).make_task()
+        exact_match_by_length(model, task, [min(sizes)], count, cfg.eval_seed)  # a first call's set-up, untimed
+        for n, key in keys.items():
+            score = functools.partial(exact_match_by_length, model, task, [n], count, cfg.eval_seed, batch_size=count)
+            known[key] = repr(_median_time(score, repeats) / count)
+        if cache is not None:
+            write_keyed_cache(cache, FAR_COST_COLUMNS, known)
+    task = cfg.make_task()
+    seconds = np.array([float(known[keys[n]]) for n in sizes])
+    ratios = [(seconds[i] / seconds[i - 1], sizes[i] / sizes[i - 1]) for i in range(1, len(sizes))]
+    growth = [None] + [float(np.log(t) / np.log(n)) for t, n in ratios]
+    return pd.DataFrame(
+        {
+            "seconds per sum": seconds,
+            "growth exponent": growth,
+            "scores the window can see (%)": [100 * window_share(task, n, cfg.model.attention_window) for n in sizes],
+        },
+        index=pd.Index(list(sizes), name="digits"),
+    )
 
 
 def exactness_study() -> list[RunConfig]:
@@ -9867,6 +9969,52 @@ def digit_pair_table(scores: pd.DataFrame, level: float = EXACT_GOAL) -> pd.Data
     return pd.DataFrame(rows).set_index("digits")
 
 
+def far_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """From `far_scores`: per size and seed, exact match (%) on random sums, the lowest family and
+    the lowest digit pair (over those scored there, counted beside), and the sums scored."""
+    rows = []
+    for (n, seed), g in scores.groupby(["n", "seed"]):
+        families, pairs = g[g["draw"].isin(list(SUM_FAMILIES))], g[g["draw"].str.fullmatch(r"\d\d")]
+        random = g.loc[g["draw"] == "random", "exact_match"]
+        rows.append(
+            {
+                "digits": n,
+                "seed": seed,
+                "random (%)": 100 * random.min() if len(random) else None,
+                "families": len(families),
+                "lowest family (%)": 100 * families["exact_match"].min() if len(families) else None,
+                "pairs": len(pairs),
+                "lowest pair (%)": 100 * pairs["exact_match"].min() if len(pairs) else None,
+            }
+        )
+    return pd.DataFrame(rows).set_index(["digits", "seed"])
+
+
+def plot_place_attention(table: pd.DataFrame, n: int, column: int, path: Path | None = None, label: str = ""):
+    """Heat map from `place_attention`: rows layer and head, columns the operand digits and the
+    answer digits at each place offset from the query's column, then every other token."""
+    digits = table[table["kind"] != "other"].copy()
+    digits["key"] = digits["kind"] + " " + digits["offset"].astype(int).map("{:+d}".format)
+    wide = digits.pivot_table(index=["layer", "head"], columns="key", values="weight", sort=False)
+    wide["other tokens"] = table[table["kind"] == "other"].set_index(["layer", "head"])["weight"]
+    fig, ax = plt.subplots(figsize=(9.5, 6.5))
+    image = ax.imshow(wide.to_numpy(), cmap="Blues", vmin=0, vmax=1, aspect="auto")
+    for (i, j), v in np.ndenumerate(wide.to_numpy()):
+        if v >= 0.05:
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6.5, color="white" if v > 0.6 else "black")
+    ax.set_xticks(range(wide.shape[1]), wide.columns, rotation=60, ha="right", fontsize=8)
+    ax.set_yticks(range(len(wide)), [f"L{layer}H{head}" for layer, head in wide.index], fontsize=8)
+    ax.set(
+        title=f"One answer digit's attention: column {column} of a {n:,}-digit sum{label}",
+        xlabel="key: operand or answer digit, at its place minus the query's",
+        ylabel="layer and head",
+    )
+    fig.colorbar(image, ax=ax, label="attention weight", shrink=0.8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
 def plot_structured(
     runs: dict[str, list[RunConfig]],
     path: Path | None = None,
@@ -10067,15 +10215,6 @@ def plot_column_attention(table, n: int, path: Path | None = None):
 
 
 BENCH_DIR = RESULTS_DIR / "benchmarks"
-
-
-def _median_time(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def matmul_flops_per_s(n: int = 1024, repeats: int = 5) -> float:

@@ -349,3 +349,64 @@ def test_far_scores_score_saved_weights_with_more_places_and_cache_each_cell(tmp
     monkeypatch.setattr(L, "load_with_more_places", lambda *a: pytest.fail("a cached cell loads no weights"))
     again = L.far_scores([cfg], 400, [4, 360], ["random", "09"], count=2, results_dir=tmp_path, cache=cache)
     pd.testing.assert_frame_equal(again, got)
+
+
+def test_window_share_counts_the_causal_scores_within_the_window():
+    task = lsd_addition()
+    # inputs at places 0 2 1 0 2 1 1 2 3 4 (the two-digit sum above): 55 causal scores
+    places = torch.tensor(L.place_layout(task, 2))[:-1]
+    within = sum(1 for q in range(10) for k in range(q + 1) if abs(int(places[q]) - int(places[k])) <= 1)
+    assert L.window_share(task, 2, 1) == pytest.approx(within / 55)
+    assert L.window_share(task, 2, 10) == 1.0  # a window wider than every place sees every key
+    shares = [L.window_share(task, n, 1) for n in (8, 64, 512)]
+    assert shares == sorted(shares, reverse=True) and shares[-1] < 0.01  # the dense scores grow as n^2
+
+
+def test_place_attention_adds_to_one_and_a_window_of_one_reads_three_places():
+    torch.manual_seed(0)
+    cfg = places_config(n_layers=2, attention_window=1)
+    model = L.DecoderOnlyLM(cfg, lsd_addition().vocab_size)
+    table = L.place_attention(model, lsd_addition(), 12, column=6)
+    sums = table.groupby(["layer", "head"])["weight"].sum()
+    assert len(sums) == 2 * cfg.n_heads and sums.to_numpy() == pytest.approx(1.0)
+    far = table[(table["kind"] == "other") | (table["offset"].abs() > 1)]
+    assert (far["weight"] == 0).all()  # BOS and + sit at place 0, far below column 6's
+    near = table[(table["kind"] == "operands") & (table["offset"].abs() <= 1)]
+    assert (near.groupby("offset")["weight"].sum() > 0).all()  # an untrained model spreads over all three
+    with pytest.raises(ValueError, match="answer columns 0..12"):
+        L.place_attention(model, lsd_addition(), 12, column=13)
+
+
+def test_far_table_takes_the_lowest_family_and_pair_per_size_and_seed():
+    scores = pd.DataFrame(
+        [
+            (0, "random", 512, 1.0),
+            (0, "zeros and nines", 512, 0.75),
+            (0, "all zeros", 512, 1.0),
+            (0, "09", 512, 0.5),
+            (1, "random", 512, 0.25),
+            (0, "random", 1000, 1.0),
+        ],
+        columns=["seed", "draw", "n", "exact_match"],
+    )
+    table = L.far_table(scores)
+    assert table.loc[(512, 0)].tolist() == [100.0, 2, 75.0, 1, 50.0]
+    assert table.loc[(512, 1), "random (%)"] == 25.0 and table.loc[(512, 1), "families"] == 0
+    assert pd.isna(table.loc[(1000, 0), "lowest family (%)"])
+
+
+def test_far_cost_times_every_size_side_by_side_and_caches_them(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    cfg = L.exact_run(0, **L.EXACT_NARROW)
+    path = L.weights_path(tmp_path, cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(L.make_model(cfg).state_dict(), path)
+    cache = tmp_path / "far_cost.csv"
+    cost = L.far_cost(cfg, 400, [4, 8], count=2, repeats=1, results_dir=tmp_path, cache=cache)
+    assert cost.index.tolist() == [4, 8] and (cost["seconds per sum"] > 0).all()
+    assert pd.isna(cost["growth exponent"].iloc[0]) and cost["growth exponent"].notna().iloc[1]
+    assert cost["scores the window can see (%)"].iloc[1] < cost["scores the window can see (%)"].iloc[0]
+    monkeypatch.setattr(L, "load_with_more_places", lambda *a: pytest.fail("cached sizes load no weights"))
+    pd.testing.assert_frame_equal(L.far_cost(cfg, 400, [4, 8], count=2, results_dir=tmp_path, cache=cache), cost)
+    with pytest.raises(ValueError, match="distinct and increasing"):
+        L.far_cost(cfg, 400, [8, 4], count=2, results_dir=tmp_path, cache=cache)
