@@ -125,11 +125,24 @@ def test_the_pcfg_grid_holds_the_second_pilots_runs_and_lego_width_is_the_wide_s
     assert lego[0].task_options == {"format": "paper"}
 
 
+def test_the_lego_pre_norm_pilot_is_six_pre_norm_layers_in_both_clause_orders():
+    runs = L.lego_pre_norm()
+    assert [(c.encoding, c.make_task().format["format"]) for c in runs] == [
+        ("nope", "paper"),
+        ("sinusoidal", "paper"),
+        ("nope", "shuffled"),
+        ("sinusoidal", "shuffled"),
+    ]
+    assert all((c.model.n_layers, c.model.pre_norm, c.steps, c.seed) == (6, True, 10_000, 0) for c in runs)
+    assert {c.hash for c in runs}.isdisjoint(c.hash for c in L.experiment("lego-width").runs())
+    assert [c.hash for c in L.experiment("lego-pre-norm").runs()] == [c.hash for c in runs]
+
+
 def test_trained_runs_of_a_task_and_the_shapes_tried_read_every_experiment(tmp_path, monkeypatch):
     monkeypatch.setattr(L, "EXPERIMENTS", {})
     monkeypatch.setattr(L, "RESULTS_DIR", tmp_path)
     small = [L.make_run("lego", e, s, steps=4000, eval_max_len=24) for e in ("nope", "rope") for s in (0, 1)]
-    deep = [L.make_run("lego", "nope", 0, steps=6000, n_layers=6, eval_max_len=24)]
+    deep = [L.make_run("lego", "nope", 0, steps=6000, n_layers=6, pre_norm=True, eval_max_len=24)]
     L.register_experiment("small", lambda: small, ".", "07_paper_tasks")
     L.register_experiment("deep", lambda: [*deep, small[0]], "deep", "07_paper_tasks")
     falling = {"every": 1000, "mean_loss": [1.0, 0.8, 0.6, 0.5, 0.4, 0.3]}  # -40% over its last 2,000 steps
@@ -142,7 +155,7 @@ def test_trained_runs_of_a_task_and_the_shapes_tried_read_every_experiment(tmp_p
     assert [(e, c.hash) for e, c, _ in runs] == [("small", c.hash) for c in small[:3]] + [("deep", deep[0].hash)]
     assert L.trained_runs_of("copy") == []
     table = L.shapes_tried("lego")
-    assert list(table["shape"]) == ["3 x 64", "3 x 64", "6 x 64"] and list(table["seeds"]) == [2, 1, 1]
+    assert list(table["shape"]) == ["3 x 64", "3 x 64", "6 x 64, pre-norm"] and list(table["seeds"]) == [2, 1, 1]
     assert table.loc[0, "in distribution (%, median)"] == pytest.approx(80.5) and table.loc[0, "lowest (%)"] == 80
     assert list(table["seeds still falling (> 10%)"]) == [0, 0, 1]
     assert table.loc[2, "loss change over the last 2,000 steps (%, median)"] == pytest.approx(-40.0)
