@@ -8790,6 +8790,29 @@ def shapes_tried(task: str, window: int = 2000, falling: float = STILL_FALLING):
     ).reset_index()
 
 
+def sizes_tried(task: str, level: float = 0.9) -> pd.DataFrame:
+    """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
+    rate, encoding) as `shapes_tried` has them: exact match (%) at each training size, the median
+    over its seeds, and the size up to which every size holds `level` (`longest_at_least`, on
+    those medians): the longest chain, for LEGO, the models resolve."""
+    rows = []
+    for _, cfg, rec in trained_runs_of(task):
+        shape = f"{cfg.model.n_layers} x {cfg.model.d_model}" + (", pre-norm" if cfg.model.pre_norm else "")
+        sizes = cfg.make_task().sizes(1, cfg.train_max_len)
+        keys = {"format": cfg.make_task().key, "shape": shape, "steps": cfg.steps, "learning rate": cfg.lr}
+        keys |= {"encoding": label(cfg.model.encoding)}
+        rows.append(keys | {n: 100 * rec["exact_match"][str(n)] for n in sizes} | {"seed": cfg.seed})
+    runs = pd.DataFrame(rows)
+    keys = ["format", "shape", "steps", "learning rate", "encoding"]
+    out = runs.groupby(keys, sort=False).agg({"seed": "nunique"} | {c: "median" for c in runs.columns[5:-1]})
+    out = out.rename(columns={"seed": "seeds"})
+    sizes = [c for c in out.columns if c != "seeds"]
+    out[f"every size >= {100 * level:g}% to"] = [
+        longest_at_least({n: row[n] / 100 for n in sizes}, level) for _, row in out.iterrows()
+    ]
+    return out.reset_index()
+
+
 def plot_shapes_tried(
     task: str, encodings: Sequence[str] = ("nope", "sinusoidal"), seed: int = 0, path: Path | None = None
 ):
@@ -8798,7 +8821,7 @@ def plot_shapes_tried(
     own, a line style per format, on a log axis; the legend below the panels, its title naming the
     line styles."""
     runs = [(c, r) for _, c, r in trained_runs_of(task) if c.seed == seed and c.model.encoding in encodings]
-    models = list(dict.fromkeys((c.model.n_layers, c.model.d_model, c.steps, c.lr) for c, _ in runs))
+    models = list(dict.fromkeys((c.model.n_layers, c.model.d_model, c.steps, c.lr, c.model.pre_norm) for c, _ in runs))
     formats = list(dict.fromkeys(c.make_task().key for c, _ in runs))
     colours = dict(zip(models, plt.cm.tab10(np.arange(len(models)) % 10)))
     styles = dict(zip(formats, ("-", "--", ":", "-.")))
@@ -8807,9 +8830,10 @@ def plot_shapes_tried(
     for ax, enc in zip(axes[0], encodings):
         mine = [(c, r) for c, r in runs if c.model.encoding == enc]
         for cfg, rec in mine:
-            curve, model = rec["loss_curve"], (cfg.model.n_layers, cfg.model.d_model, cfg.steps, cfg.lr)
+            m = cfg.model
+            curve, model = rec["loss_curve"], (m.n_layers, m.d_model, cfg.steps, cfg.lr, m.pre_norm)
             steps = curve["every"] * np.arange(1, len(curve["mean_loss"]) + 1)
-            name = f"{model[0]} x {model[1]}, {model[2]:,} steps, lr {model[3]:g}"
+            name = f"{model[0]} x {model[1]}{', pre-norm' if model[4] else ''}, {model[2]:,} steps, lr {model[3]:g}"
             fmt = cfg.make_task().key
             (line,) = ax.plot(steps, curve["mean_loss"], color=colours[model], ls=styles[fmt], lw=1.6)
             handles.setdefault(name, Line2D([], [], color=colours[model], lw=2))

@@ -149,7 +149,9 @@ def test_trained_runs_of_a_task_and_the_shapes_tried_read_every_experiment(tmp_p
     for cfg, folder in [*((c, tmp_path) for c in small[:3]), (deep[0], tmp_path / "deep")]:
         curve = falling if cfg.model.n_layers == 6 else {"every": 1000, "mean_loss": [1.0, 0.5, 0.5, 0.5]}
         rec = {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash, "training_revision": 2}
-        rec |= {"in_distribution_mean": 0.8 + 0.01 * cfg.seed, "loss_curve": curve, "exact_match": {"1": 1.0}}
+        held = 2 + cfg.seed + 3 * (cfg.model.n_layers == 6)  # every size >= 90% to here
+        exact = {str(n): 1.0 if n <= held else 0.5 for n in range(1, cfg.train_max_len + 1)}
+        rec |= {"in_distribution_mean": 0.8 + 0.01 * cfg.seed, "loss_curve": curve, "exact_match": exact}
         L._atomic_json(L.record_path(folder, cfg), rec)
     runs = L.trained_runs_of("lego")
     assert [(e, c.hash) for e, c, _ in runs] == [("small", c.hash) for c in small[:3]] + [("deep", deep[0].hash)]
@@ -159,6 +161,10 @@ def test_trained_runs_of_a_task_and_the_shapes_tried_read_every_experiment(tmp_p
     assert table.loc[0, "in distribution (%, median)"] == pytest.approx(80.5) and table.loc[0, "lowest (%)"] == 80
     assert list(table["seeds still falling (> 10%)"]) == [0, 0, 1]
     assert table.loc[2, "loss change over the last 2,000 steps (%, median)"] == pytest.approx(-40.0)
+    sizes = L.sizes_tried("lego")
+    assert list(sizes["shape"]) == list(table["shape"]) and list(sizes["seeds"]) == [2, 1, 1]
+    assert sizes.loc[0, 3] == 75.0 and sizes.loc[0, 4] == 50.0  # medians over seeds 0 and 1: (50 + 100) / 2 at 3
+    assert list(sizes["every size >= 90% to"]) == [2, 2, 5]
     with pytest.raises(ValueError, match="no interval ends at 2500"):
         L.loss_at(runs[0][2], 2500)
     fig = L.plot_shapes_tried("lego", path=tmp_path / "f.png")
