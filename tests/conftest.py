@@ -15,15 +15,29 @@ def _deterministic():
     yield
 
 
+def snapshot_registries():
+    """Every registry of the module (each upper-case module-level dict or list: tasks, encodings,
+    model options, position schemes, experiments, families, ..) as it is now, and a function that
+    puts each back in place, contents and order."""
+    kept = {
+        name: (value, value.copy()) for name, value in vars(L).items() if name.isupper() and type(value) in (dict, list)
+    }
+
+    def restore() -> None:
+        for value, contents in kept.values():
+            value.clear()
+            value.update(contents) if isinstance(value, dict) else value.extend(contents)
+
+    return restore
+
+
 @pytest.fixture(autouse=True)
 def _registries():
-    """A test may register encodings and tasks; the next test sees the study's registries again."""
-    encodings, tasks = dict(L.ENCODINGS), dict(L.TASKS)
+    """A test may register anything (a task, an encoding, a model option, an experiment); the next
+    test sees the study's registries again."""
+    restore = snapshot_registries()
     yield
-    L.ENCODINGS.clear()
-    L.ENCODINGS.update(encodings)
-    L.TASKS.clear()
-    L.TASKS.update(tasks)
+    restore()
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import snapshot_registries
 from support import run_doc_example
 
 import lengen_helpers as L
@@ -141,8 +142,7 @@ def test_the_model_config_holds_only_the_model_s_own_settings():
     }
 
 
-def test_a_registered_build_hook_changes_the_model_once_built(monkeypatch):
-    monkeypatch.setattr(L, "MODEL_OPTIONS", list(L.MODEL_OPTIONS))
+def test_a_registered_build_hook_changes_the_model_once_built():
 
     @dataclasses.dataclass(frozen=True)
     class Zeroed:
@@ -159,8 +159,7 @@ def test_a_registered_build_hook_changes_the_model_once_built(monkeypatch):
     assert scaled.emb_scale == 4.0 and L.DecoderOnlyLM(L.ModelConfig()).emb_scale == 1.0
 
 
-def test_a_position_scheme_registered_from_outside_sets_the_positions(monkeypatch):
-    monkeypatch.setattr(L, "POSITION_SCHEMES", list(L.POSITION_SCHEMES))
+def test_a_position_scheme_registered_from_outside_sets_the_positions():
     shift = L.PositionScheme(
         "shift by 5",
         active=lambda config: config.encoding == "rope",
@@ -183,8 +182,7 @@ def test_a_position_scheme_registered_from_outside_sets_the_positions(monkeypatc
         raise AssertionError("a second scheme of the same name was accepted")
 
 
-def test_a_scheme_s_room_check_replaces_the_learned_table_s_length_check(monkeypatch):
-    monkeypatch.setattr(L, "POSITION_SCHEMES", list(L.POSITION_SCHEMES))
+def test_a_scheme_s_room_check_replaces_the_learned_table_s_length_check():
     model = L.ModelConfig(encoding="learned", max_positions=40)
     try:
         L.RunConfig(task="copy", model=model, eval_max_len=48)
@@ -205,8 +203,7 @@ def test_a_scheme_s_room_check_replaces_the_learned_table_s_length_check(monkeyp
     assert seen == [48]
 
 
-def test_a_task_wrapper_registered_from_outside_wraps_every_task(monkeypatch):
-    monkeypatch.setattr(L, "TASK_WRAPPERS", list(L.TASK_WRAPPERS))
+def test_a_task_wrapper_registered_from_outside_wraps_every_task():
 
     class Tagged(L.Copy):
         pass
@@ -226,8 +223,7 @@ def test_a_task_s_scoring_hook_decides_what_its_record_keeps(monkeypatch):
     assert record["mine"] == {"1": 1.0} and set(record["exact_match"].values()) == {0.5}
 
 
-def test_model_options_registered_from_outside_validate_hash_vary_the_encoding_and_mask(monkeypatch):
-    monkeypatch.setattr(L, "MODEL_OPTIONS", list(L.MODEL_OPTIONS))
+def test_model_options_registered_from_outside_validate_hash_vary_the_encoding_and_mask():
 
     @dataclasses.dataclass
     class Mine:
@@ -267,8 +263,7 @@ def test_model_options_registered_from_outside_validate_hash_vary_the_encoding_a
     assert L._uncached_only(mine.model) and not L._uncached_only(plain.model)
 
 
-def test_the_documented_model_setting_works_as_written(monkeypatch):
-    monkeypatch.setattr(L, "MODEL_OPTIONS", list(L.MODEL_OPTIONS))
+def test_the_documented_model_setting_works_as_written():
     cfg = run_doc_example("Adding a model setting")["configs"][0]
     assert cfg.model.recent_keys == 8 and cfg.hash != L.make_run("copy", "nope", seed=0).hash
     model = L.DecoderOnlyLM(cfg.model, 12).eval()
@@ -276,3 +271,20 @@ def test_the_documented_model_setting_works_as_written(monkeypatch):
     seen = internals.attentions[0][0, 0] > 0
     assert seen[9].tolist() == [False, False] + [True] * 8 and seen[3].tolist() == [True] * 4 + [False] * 6
     assert L._uncached_only(cfg.model)
+
+
+def test_one_snapshot_puts_back_every_registry_a_test_adds_to():
+    restore = snapshot_registries()
+    before = {name: list(value) for name, value in vars(L).items() if name.isupper() and type(value) in (dict, list)}
+
+    @L.register_task
+    class Echo(L.Copy):
+        name = "echo"
+
+    L.register_position_scheme(L.PositionScheme("never", active=lambda c: False, apply=lambda *a: a[1]))
+    L.register_experiment("planted", lambda: [], ".", "03_train_the_grid")
+    L.register_sum_family("planted", "nothing")(lambda n, count, g: (None, None))
+    assert "echo" in L.TASKS and "planted" in L.EXPERIMENTS and "planted" in L.SUM_FAMILIES
+    restore()
+    after = {name: list(value) for name, value in vars(L).items() if name.isupper() and type(value) in (dict, list)}
+    assert after == before and "echo" not in L.TASKS and len(L.POSITION_SCHEMES) == len(before["POSITION_SCHEMES"])
