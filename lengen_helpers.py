@@ -10051,6 +10051,18 @@ def far_table(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["digits", "seed"])
 
 
+def far_by_draw(scores: pd.DataFrame, n: int, draws: Sequence[str]) -> pd.DataFrame:
+    """From `far_scores`: exact match (%) at size n, one row per draw of `draws` (in that order),
+    one column per seed."""
+    at_n = scores[(scores["n"] == n) & scores["draw"].isin(list(draws))]
+    if at_n.empty:
+        raise ValueError(
+            f"no draw of {list(draws)[:3]}.. was scored at {n} digits; sizes scored: {sorted(set(scores['n']))}"
+        )
+    table = 100 * at_n.pivot(index="draw", columns="seed", values="exact_match")
+    return table.reindex([d for d in draws if d in table.index]).rename_axis(index=f"{n:,} digits")
+
+
 def plot_place_attention(table: pd.DataFrame, n: int, column: int, path: Path | None = None, label: str = ""):
     """Heat map from `place_attention`: rows layer and head, columns the operand digits and the
     answer digits at each place offset from the query's column, then every other token."""

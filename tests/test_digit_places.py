@@ -389,6 +389,11 @@ def test_far_table_takes_the_lowest_family_and_pair_per_size_and_seed():
         ],
         columns=["seed", "draw", "n", "exact_match"],
     )
+    by_draw = L.far_by_draw(scores, 512, ["random", "zeros and nines", "two digits"])
+    assert by_draw.index.tolist() == ["random", "zeros and nines"]  # two digits was not scored
+    assert by_draw.loc["random"].tolist() == [100.0, 25.0] and by_draw.columns.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="sizes scored: \\[512, 1000\\]"):
+        L.far_by_draw(scores, 2000, ["random"])
     table = L.far_table(scores)
     assert table.loc[(512, 0)].tolist() == [100.0, 2, 75.0, 1, 50.0]
     assert table.loc[(512, 1), "random (%)"] == 25.0 and table.loc[(512, 1), "families"] == 0
