@@ -136,6 +136,8 @@ def test_the_lego_pre_norm_pilot_is_six_pre_norm_layers_in_both_clause_orders():
     assert all((c.model.n_layers, c.model.pre_norm, c.steps, c.seed) == (6, True, 10_000, 0) for c in runs)
     assert {c.hash for c in runs}.isdisjoint(c.hash for c in L.experiment("lego-width").runs())
     assert [c.hash for c in L.experiment("lego-pre-norm").runs()] == [c.hash for c in runs]
+    deeper = L.experiment("lego-pre-norm-8").runs()
+    assert [c.model.n_layers for c in deeper] == [8] * 4 and [c.seed for c in deeper] == [0] * 4
 
 
 def test_trained_runs_of_a_task_and_the_shapes_tried_read_every_experiment(tmp_path, monkeypatch):
