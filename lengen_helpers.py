@@ -5771,7 +5771,8 @@ def chosen_setting(components: str, encoding: str, seed: int, **validation: Any)
 
 
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
-    """Per experiment (the pilot, then 1-3): runs, runs trained, the copy runs of those trained,
+    """Per experiment (the pilot, then 1-3, then 1 on the pre-norm model: its pilot, the rest of its
+    grid, its 20,000-step runs): runs, runs trained, the copy runs of those trained,
     wall time (hours, this machine's, with other training beside it, as the records time it), and
     how many trained runs resumed from a checkpoint: a resumed run's record times only the steps
     after the checkpoint (`resumed_wall_missing` estimates the rest)."""
@@ -5779,6 +5780,10 @@ def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR
     pilot_runs = {c.hash for c in ten_task_pilot()}  # the answer alone at 1e-3 it trained: its compute
     plans["1 at lr 1e-3: both arms"] = [c for c in scratchpad_lower_lr() if c.hash not in pilot_runs]
     plans |= {"2: the other tasks": scratchpad_tasks(), "3: which component": scratchpad_components()}
+    pilot_pre = scratchpad_pre_norm_pilot()
+    plans["1 pre-norm: the pilot"] = pilot_pre
+    plans["1 pre-norm: the grid"] = [c for c in scratchpad_pre_norm() if c.hash not in {p.hash for p in pilot_pre}]
+    plans["1 pre-norm: 20,000 steps"] = scratchpad_pre_norm_longer(results_dir)
     rows = []
     for name, cfgs in plans.items():
         cost = [run_compute_flops(c, sample_steps=20) / copy_run for c in cfgs]

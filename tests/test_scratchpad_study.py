@@ -379,6 +379,9 @@ def test_the_compute_table_counts_trained_runs_and_those_resumed(tmp_path, monke
     assert table.loc["total", "trained"] == 2 and table.loc["total", "resumed"] == 1
     # the lower rate's round leaves out the two answer-alone runs the ten-task pilot trained (and counts)
     assert table.loc["1 at lr 1e-3: both arms", "runs"] == 28
+    # the pre-norm grid leaves out the pilot's seven arms, which its own row counts
+    assert table.loc["1 pre-norm: the pilot", "runs"] == 7 and table.loc["1 pre-norm: the grid", "runs"] == 23
+    assert table.loc["1 pre-norm: 20,000 steps", "runs"] == 0  # no record yet: none is under 90% and falling
 
 
 def test_scoring_ood_pools_one_reading_as_the_records_are_pooled():
