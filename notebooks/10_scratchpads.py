@@ -534,8 +534,10 @@ for claim, row in L.scratchpad_claims(pairs, task_effect, formats).iterrows():
 # once, in the pilot). Experiment 2 trains the other tasks with the step outputs
 # (NoPE and T5, seed 0) and with `co` (NoPE; polynomial evaluation's `co` costs 27 copy runs a
 # run and is left out); experiment 3 adds one component to the step outputs on addition (NoPE,
-# seed 0): `co`, then `ov`. Wall time in hours, this machine's, as the records time it: a run
-# that resumed from a checkpoint times only the steps after it ("resumed" counts them).
+# seed 0): `co`, then `ov`. Experiment 1 on the pre-norm model follows in three rows: its pilot,
+# the rest of its grid (the runs trained so far of those it lists) and its 20,000-step runs. Wall
+# time in hours, this machine's, as the records time it: a run that resumed from a checkpoint
+# times only the steps after it ("resumed" counts them).
 
 # %%
 L.scratchpad_compute(copy_run).round(1)
