@@ -49,6 +49,15 @@ print("loss mask", batch.loss_mask[0].int().tolist(), "(over the inputs tokens[:
 print("tasks:", sorted(L.TASKS), "| vocabulary size:", L.VOCAB_SIZE)
 
 # %% [markdown]
+# Every task is a subclass of one base, `Task`: it names its symbols and the sizes it can draw,
+# says how long the prompt and the answer are at size n, and draws (prompt, answer) pairs, either
+# by `target` (the answer to n random symbols) or by overriding `sample`; a trained run is scored
+# through `score_run`. A new task registers itself with `@register_task`:
+
+# %%
+L.show_source(L.Task)
+
+# %% [markdown]
 # Training draws each of the 64 sequences of a batch with its own length, uniform in 1..16. To
 # spend little compute on padding, `packed_training_batch` packs several sequences into one row
 # (first-fit-decreasing, rows as long as the longest sequence); positions restart at every
@@ -78,6 +87,13 @@ print("one packed row, segments:", packed.segments[-1].tolist())
 print(L.encoding_names())
 for name, cls in L.ENCODINGS.items():
     print(f"{name:11s} {cls.__doc__.splitlines()[0] if cls.__doc__ else ''}")
+
+# %% [markdown]
+# The base class every encoding extends, with the three hooks, each doing nothing until an
+# encoding overrides it:
+
+# %%
+L.show_source(L.PositionalEncoding)
 
 # %% [markdown]
 # Sinusoidal is Vaswani et al.'s fixed table (sin half and cos half, base 10000), the paper's "APE".
