@@ -30,6 +30,7 @@ import json
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
 
 import lengen_helpers as L
 
@@ -50,6 +51,13 @@ settings
 
 # %%
 L.show_source(L._train_steps)
+
+# %% [markdown]
+# The three pieces it calls, each as the module writes it: the schedule, the batch, the loss.
+
+# %%
+display(L.show_source(L.lr_at), L.show_source(L.training_batch))
+L.show_source(L.batch_loss)
 
 # %% [markdown]
 # Notes on the settings the baseline left open: the warm-up is 250 steps (5%), AdamW's weight
