@@ -335,12 +335,18 @@ def test_far_draws_name_random_sums_a_family_or_a_digit_pair():
             L.far_draw(task, bad)
 
 
-def test_far_scores_score_saved_weights_with_more_places_and_cache_each_cell(tmp_path, monkeypatch):
+def saved_window_model(folder) -> L.RunConfig:
+    """The window-1 configuration, its untrained weights saved under `folder` as a run's are."""
     torch.manual_seed(0)
     cfg = L.exact_run(0, **L.EXACT_NARROW)
-    path = L.weights_path(tmp_path, cfg)
+    path = L.weights_path(folder, cfg)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(L.make_model(cfg).state_dict(), path)
+    return cfg
+
+
+def test_far_scores_score_saved_weights_with_more_places_and_cache_each_cell(tmp_path, monkeypatch):
+    cfg = saved_window_model(tmp_path)
     cache = tmp_path / "far.csv"
     got = L.far_scores([cfg], 400, [4, 360], ["random", "09"], count=2, results_dir=tmp_path, cache=cache)
     assert got[["draw", "n"]].values.tolist() == [["random", 4], ["random", 360], ["09", 4], ["09", 360]]
@@ -401,11 +407,7 @@ def test_far_table_takes_the_lowest_family_and_pair_per_size_and_seed():
 
 
 def test_far_cost_times_every_size_side_by_side_and_caches_them(tmp_path, monkeypatch):
-    torch.manual_seed(0)
-    cfg = L.exact_run(0, **L.EXACT_NARROW)
-    path = L.weights_path(tmp_path, cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(L.make_model(cfg).state_dict(), path)
+    cfg = saved_window_model(tmp_path)
     cache = tmp_path / "far_cost.csv"
     cost = L.far_cost(cfg, 400, [4, 8], count=2, repeats=1, results_dir=tmp_path, cache=cache)
     assert cost.index.tolist() == [4, 8] and (cost["seconds per sum"] > 0).all()
