@@ -268,11 +268,12 @@ class Task:
 
     def score_run(
         self, model: DecoderOnlyLM, lengths: Sequence[int], n_per_length: int, seed: int
-    ) -> tuple[dict[int, float], dict[str, Any]]:
-        """How a trained run is scored: exact match per size (greedy, `exact_match_by_length`),
-        and any further entries for its record (none here). A task whose answer follows steps of
-        its own overrides it, to score the answer apart from the steps."""
-        return exact_match_by_length(model, self, lengths, n_per_length, seed), {}
+    ) -> tuple[dict[int, float], dict[str, Any]] | None:
+        """How a trained run is scored, for a task that scores its own way: exact match per size
+        and any further entries for its record. None (the default): by greedy exact match of the
+        whole answer (`exact_match_by_length`). A task whose answer follows steps of its own
+        overrides it, to score the answer apart from the steps."""
+        return None
 
     def check_size(self, n: int) -> None:
         """Raise a ValueError naming the valid sizes if the task cannot draw size n."""
@@ -646,19 +647,6 @@ def encoding_color(encoding: str) -> str | None:
     return cls.color or f"C{list(ENCODINGS).index(encoding) % 10}"
 
 
-def encoding_class(cfg: ModelConfig) -> type[PositionalEncoding]:
-    """The class a config's encoding is built from: its registered one, or the variant a
-    registered model option gives (`ModelOptions.encoding`)."""
-    if cfg.encoding not in ENCODINGS:
-        raise _unknown("positional encoding", cfg.encoding, ENCODINGS)
-    variants = [v for o in MODEL_OPTIONS if o.encoding is not None and (v := o.encoding(cfg)) is not None]
-    return variants[0] if variants else ENCODINGS[cfg.encoding]
-
-
-def make_encoding(cfg: ModelConfig) -> PositionalEncoding:
-    return encoding_class(cfg)(cfg)
-
-
 def relative_distance(q_pos: Tensor, k_pos: Tensor) -> Tensor:
     """Query position minus key position, (.., Tq, Tk), with a leading batch axis."""
     if q_pos.dim() == 1:
@@ -1018,6 +1006,20 @@ def model_option_defaults() -> dict[str, Any]:
     return {f.name: f.default for o in MODEL_OPTIONS for f in dataclasses.fields(o.settings)}
 
 
+def encoding_class(cfg: ModelConfig) -> type[PositionalEncoding]:
+    """The class a config's encoding is built from: its registered one, or the variant a
+    registered model option gives (`ModelOptions.encoding`)."""
+    if cfg.encoding not in ENCODINGS:
+        raise _unknown("positional encoding", cfg.encoding, ENCODINGS)
+    variants = [v for o in MODEL_OPTIONS if o.encoding is not None and (v := o.encoding(cfg)) is not None]
+    return variants[0] if variants else ENCODINGS[cfg.encoding]
+
+
+def make_encoding(cfg: ModelConfig) -> PositionalEncoding:
+    """The positional encoding a config asks for, built (`encoding_class`)."""
+    return encoding_class(cfg)(cfg)
+
+
 @dataclass(init=False)
 class ModelConfig:
     """The study's model by default: d_model 64, 4 heads, 3 layers, d_ff 256, post-LN, no dropout.
@@ -1187,10 +1189,6 @@ class DecoderOnlyLM(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-    def generate(self, prompt: Tensor, max_new_tokens: int, **options: Any) -> Tensor | tuple[Tensor, Tensor]:
-        """Greedy decoding (section 5, `generate`): (B, P) prompt -> (B, P + max_new_tokens) tokens."""
-        return generate(self, prompt, max_new_tokens, **options)
 
 
 def check_inputs(idx: Tensor, vocab_size: int, positions: Tensor | None = None, segments: Tensor | None = None) -> None:
@@ -1719,7 +1717,7 @@ def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
     sep = int((batch.tokens[0] == SEP).nonzero()[0]) + 1
     prompt, answer = batch.tokens[:, :sep], batch.tokens[:, sep:]
     with evaluating(model):
-        generated = model.generate(prompt, answer.shape[1])[:, sep:]
+        generated = generate(model, prompt, answer.shape[1])[:, sep:]
     return ((generated == answer) | ~batch.loss_mask[:, sep - 1 :]).all(dim=1)
 
 
@@ -2002,9 +2000,11 @@ def _train_run(
     train_time = time.perf_counter() - t_train
     t_eval = time.perf_counter()
     task = config.make_task()
-    em, extra = task.score_run(
-        state.model, task.sizes(1, config.eval_max_len), config.eval_per_length, config.eval_seed
-    )
+    sizes = task.sizes(1, config.eval_max_len)
+    scored = task.score_run(state.model, sizes, config.eval_per_length, config.eval_seed)
+    if scored is None:
+        scored = exact_match_by_length(state.model, task, sizes, config.eval_per_length, config.eval_seed), {}
+    em, extra = scored
     for name, score in RECORD_ENTRIES.items():  # a chapter's further scores, for the runs it concerns
         if (value := score(config, state.model)) is not None:
             extra[name] = value
@@ -2727,8 +2727,8 @@ def check_cache(
     torch.manual_seed(seed)
     m = perturb_weights(DecoderOnlyLM(ModelConfig(encoding=encoding)).eval())
     prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (batch, prompt_len))
-    a, la = m.generate(prompt, new_tokens, use_cache=True, return_logits=True, cache_kind=kind)
-    b, lb = m.generate(prompt, new_tokens, use_cache=False, return_logits=True)
+    a, la = generate(m, prompt, new_tokens, use_cache=True, return_logits=True, cache_kind=kind)
+    b, lb = generate(m, prompt, new_tokens, use_cache=False, return_logits=True)
     diff = _maxdiff(la, lb) if torch.equal(a, b) else float("inf")
     cache = new_cache(m, batch, 1, kind).kind  # what "auto" chose
     return Check(f"{cache} cache vs uncached generation, {encoding} (tokens identical; logits)", diff, 1e-5)
@@ -8371,7 +8371,7 @@ def draw_attention(
     sep = int(q[0])  # the query that predicts y_1 is SEP
     own = _uncached_only(c)
     prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
-    generated = model.generate(prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
+    generated = generate(model, prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
     target = batch.tokens[example, sep + 1 :]
     colorbar = ax is None if colorbar is None else colorbar
     if ax is None:
@@ -10428,9 +10428,9 @@ def bench_kv_cache(
             zip(
                 KV_METHODS,
                 (
-                    lambda p, n: ours.generate(p, n, cache_kind="inputs"),
-                    lambda p, n: ours.generate(p, n, cache_kind="kv"),
-                    lambda p, n: ours.generate(p, n, use_cache=False),
+                    lambda p, n: generate(ours, p, n, cache_kind="inputs"),
+                    lambda p, n: generate(ours, p, n, cache_kind="kv"),
+                    lambda p, n: generate(ours, p, n, use_cache=False),
                     lambda p, n: hf_generate(p, n, True),
                     lambda p, n: hf_generate(p, n, False),
                 ),

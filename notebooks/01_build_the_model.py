@@ -52,7 +52,8 @@ print("tasks:", sorted(L.TASKS), "| vocabulary size:", L.VOCAB_SIZE)
 # Every task is a subclass of one base, `Task`: it names its symbols and the sizes it can draw,
 # says how long the prompt and the answer are at size n, and draws (prompt, answer) pairs, either
 # by `target` (the answer to n random symbols) or by overriding `sample`; a trained run is scored
-# through `score_run`. A new task registers itself with `@register_task`:
+# by greedy exact match unless the task overrides `score_run`. A new task registers itself with
+# `@register_task`:
 
 # %%
 L.show_source(L.Task)
@@ -194,4 +195,4 @@ print("untrained prediction:", logits[0].argmax(-1).tolist())
 
 # %%
 prompt = batch.tokens[:, :7]  # [BOS, x1..x5, SEP]
-print(model.generate(prompt, max_new_tokens=6).tolist())
+print(L.generate(model, prompt, max_new_tokens=6).tolist())

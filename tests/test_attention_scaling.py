@@ -67,11 +67,11 @@ def test_cached_decoding_applies_the_same_scaling(encoding, kind):
     model = perturbed_model(encoding)
     prompt = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (3, 5))
     with L.scaled_attention(model, attention_temperature=0.7, log_length_scaling=6):
-        out, logits = model.generate(prompt, 10, use_cache=True, return_logits=True, cache_kind=kind)
+        out, logits = L.generate(model, prompt, 10, use_cache=True, return_logits=True, cache_kind=kind)
         with torch.no_grad():
             full = model(out[:, :-1])[:, 4:]
     assert torch.allclose(logits, full, atol=1e-4)
-    plain = model.generate(prompt, 10, use_cache=True, return_logits=True, cache_kind=kind)[1]
+    plain = L.generate(model, prompt, 10, use_cache=True, return_logits=True, cache_kind=kind)[1]
     assert not torch.allclose(plain, logits, atol=1e-3)  # the scaling did act on the cached steps
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import io
 import re
 import tokenize
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,63 @@ def test_one_snapshot_puts_back_every_registry_a_test_adds_to():
     restore()
     after = {name: list(value) for name, value in vars(L).items() if name.isupper() and type(value) in (dict, list)}
     assert after == before and "echo" not in L.TASKS and len(L.POSITION_SCHEMES) == len(before["POSITION_SCHEMES"])
+
+
+def section_of(source: str) -> Callable[[int], int]:
+    """The module section (its banner's number, `# N. Title`) that holds a line."""
+    starts = [
+        (i, int(m.group(1))) for i, line in enumerate(source.splitlines(), 1) if (m := re.match(r"# (\d+)\. ", line))
+    ]
+    return lambda line: max([n for start, n in starts if start <= line], default=0)
+
+
+def forward_references(source: str) -> list[str]:
+    """'line:where (section) -> name (section)' for each name a top-level definition uses that
+    only a later section defines: read top to bottom, the module never sends a reader ahead. Type
+    annotations and the definition's own local names aside."""
+    tree, section = ast.parse(source), section_of(source)
+    first: dict[str, int] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first.setdefault(node.name, node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        first.setdefault(name.id, node.lineno)
+    found = []
+    for node in tree.body[1:]:
+        here, where = section(node.lineno), getattr(node, "name", type(node).__name__)
+        annotations = set()
+        for sub in ast.walk(node):
+            for note in (getattr(sub, "annotation", None), getattr(sub, "returns", None)):
+                annotations |= {id(x) for x in ast.walk(note)} if note is not None else set()
+        local = {sub.id for sub in ast.walk(node) if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store)}
+        local |= {sub.arg for sub in ast.walk(node) if isinstance(sub, ast.arg)}
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and id(sub) not in annotations and sub.id in first and sub.id not in local:
+                there = section(first[sub.id])
+                if there > here:
+                    found.append(f"{node.lineno}:{where} ({here}) -> {sub.id} ({there})")
+    return sorted(set(found))
+
+
+def test_no_definition_names_anything_defined_in_a_later_section():
+    assert forward_references(SOURCE) == []
+
+
+def test_the_order_check_finds_a_reference_planted_ahead_of_its_definition():
+    planted = SOURCE.replace(
+        "    def vocab_size(self) -> int:\n", "    def vocab_size(self) -> int:\n        far_study  # planted\n", 1
+    )
+    assert planted != SOURCE
+    far_study_line = SOURCE[: SOURCE.index("\ndef far_study(")].count("\n") + 2
+    assert [r.split(" -> ")[1] for r in forward_references(planted)] == [
+        f"far_study ({section_of(SOURCE)(far_study_line)})"
+    ]
+    local = SOURCE.replace(
+        "    def vocab_size(self) -> int:\n",
+        "    def vocab_size(self) -> int:\n        far_study = 1  # a local name\n",
+        1,
+    )
+    assert forward_references(local) == []

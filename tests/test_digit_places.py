@@ -106,7 +106,7 @@ def test_bad_digit_places_are_named():
         places_config("learned", places=200)
     model = L.DecoderOnlyLM(places_config(), lsd_addition().vocab_size)
     with pytest.raises(ValueError, match=r"a scheme sets \(digit places: digit_places=\d+.*\) reads others"):
-        model.generate(torch.tensor([[L.BOS, 5, L.SEP]]), 3)
+        L.generate(model, torch.tensor([[L.BOS, 5, L.SEP]]), 3)
 
 
 @pytest.mark.slow
@@ -207,10 +207,10 @@ def test_windowed_models_decode_uncached_and_earlier_runs_keep_their_names():
     model = L.DecoderOnlyLM(L.ModelConfig(encoding="rope", attention_window=3), 12)
     prompt = torch.tensor([[L.BOS, 5, 6, L.SEP]])
     with pytest.raises(ValueError, match=r"masked \(attention_window=3\) decodes uncached"):
-        model.generate(prompt, 3)
+        L.generate(model, prompt, 3)
     with pytest.raises(ValueError, match=r"masked \(attention_window=3\) decodes uncached"):
         L.new_cache(model, 1, 8)
-    assert model.generate(prompt, 3, use_cache=False).shape == (1, 7)
+    assert L.generate(model, prompt, 3, use_cache=False).shape == (1, 7)
     assert "attention_window" not in str(L._hashed_fields(L.RunConfig().to_dict()))
     assert L.addition_run("lsd+places+window", "rope").model.attention_window == 2
 

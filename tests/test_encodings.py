@@ -156,7 +156,7 @@ def test_the_documented_example_encoding_works_everywhere(monkeypatch):
     training line), and the new encoding packs, caches and may opt into the shared relative bias."""
     model = run_doc_example("Adding a positional encoding")["model"].eval()
     prompt = torch.randint(4, L.VOCAB_SIZE, (3, 7))
-    assert torch.equal(model.generate(prompt, 10), model.generate(prompt, 10, use_cache=False))
+    assert torch.equal(L.generate(model, prompt, 10), L.generate(model, prompt, 10, use_cache=False))
     batch = L.packed_training_batch(L.get_task("copy"), [3, 9, 2, 12], torch.Generator().manual_seed(0))
     general = L.batch_loss(model, batch)
     monkeypatch.setattr(type(model.pos), "relative", True)

@@ -130,7 +130,7 @@ def test_training_and_evaluation_read_random_positions(monkeypatch):
     assert len(seen) == 2 and torch.equal(seen[0], seen[1])  # the same evaluation draw, both ways
     assert not torch.equal(seen[0][0], torch.arange(seen[0].shape[1]))
     with pytest.raises(ValueError, match="teacher-forced"):
-        model.generate(torch.tensor([[L.BOS, 5, 6, L.SEP]]), 3)
+        L.generate(model, torch.tensor([[L.BOS, 5, 6, L.SEP]]), 3)
 
 
 # ---- no EOS in the loss ------------------------------------------------------------------------
@@ -312,7 +312,7 @@ def test_coupling_off_is_todays_model_and_refuses_generate():
     assert L.make_run("reverse", "rope", 0, position_coupling=True).hash != cfg.hash
     model = with_config(perturbed_model("rope"), position_coupling=True)
     with pytest.raises(ValueError, match="position_coupling"):
-        model.generate(torch.tensor([[L.BOS, 5, 6, L.SEP]]), 3)
+        L.generate(model, torch.tensor([[L.BOS, 5, 6, L.SEP]]), 3)
 
 
 def test_inspection_reads_the_positions_a_model_was_trained_at():
@@ -330,7 +330,7 @@ def test_generate_decodes_at_given_positions_uncached():
     model = with_config(perturbed_model("rope"), position_coupling=True)
     prompt = torch.tensor([[L.BOS, 5, 6, 7, L.SEP]] * 2)
     positions = torch.tensor([[0, 1, 2, 3, 1, 2, 3, 4], [0, 9, 12, 20, 9, 12, 20, 31]])
-    out = model.generate(prompt, 4, use_cache=False, positions=positions)
+    out = L.generate(model, prompt, 4, use_cache=False, positions=positions)
     by_hand = prompt
     with torch.no_grad():
         for _ in range(4):  # greedy, re-running the sequence at the given positions
@@ -339,12 +339,13 @@ def test_generate_decodes_at_given_positions_uncached():
     assert torch.equal(out, by_hand)
     plain = perturbed_model("rope")  # positions 0, 1, .. given: the same as the cached decoding
     assert torch.equal(
-        plain.generate(prompt, 4, use_cache=False, positions=torch.arange(8).expand(2, 8)), plain.generate(prompt, 4)
+        L.generate(plain, prompt, 4, use_cache=False, positions=torch.arange(8).expand(2, 8)),
+        L.generate(plain, prompt, 4),
     )
     with pytest.raises(ValueError, match="use_cache=False"):
-        model.generate(prompt, 4, positions=positions)
+        L.generate(model, prompt, 4, positions=positions)
     with pytest.raises(ValueError, match=r"shape \(2, >= 8\)"):
-        model.generate(prompt, 4, use_cache=False, positions=positions[:, :6])
+        L.generate(model, prompt, 4, use_cache=False, positions=positions[:, :6])
 
 
 @pytest.mark.results

@@ -22,7 +22,7 @@ def test_cached_and_uncached_generation_agree(encoding, kind, batch, prompt_len)
 def test_generation_keeps_the_prompt():
     m = perturbed_model("alibi")
     prompt = torch.randint(4, L.VOCAB_SIZE, (3, 5))
-    assert torch.equal(m.generate(prompt, 4)[:, :5], prompt)
+    assert torch.equal(L.generate(m, prompt, 4)[:, :5], prompt)
 
 
 @pytest.mark.parametrize("encoding, kind", CACHE_CASES)
@@ -196,8 +196,8 @@ def test_scaled_embeddings_are_the_table_times_sqrt_d_and_decode_the_same_cached
     idx = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (3, 9))
     assert torch.allclose(scaled(idx), plain(idx), atol=1e-5)
     assert not torch.allclose(scaled(idx), L.DecoderOnlyLM(L.ModelConfig(encoding="sinusoidal")).eval()(idx), atol=1e-3)
-    a, la = scaled.generate(idx, 6, use_cache=True, return_logits=True)
-    b, lb = scaled.generate(idx, 6, use_cache=False, return_logits=True)
+    a, la = L.generate(scaled, idx, 6, use_cache=True, return_logits=True)
+    b, lb = L.generate(scaled, idx, 6, use_cache=False, return_logits=True)
     assert torch.equal(a, b) and torch.allclose(la, lb, atol=1e-5)
 
 

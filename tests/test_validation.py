@@ -97,9 +97,9 @@ CALL_CASES = [
         lambda m: m(torch.zeros(2, 3, dtype=torch.long), segments=torch.zeros(2, 3)),
         r"segments must be an integer tensor",
     ),
-    (lambda m: m.generate(torch.full((1, 3), 5), -1), r"max_new_tokens must be an integer >= 0; got -1"),
-    (lambda m: m.generate(torch.full((1, 3), 5), 2.5), r"max_new_tokens must be an integer >= 0; got 2.5"),
-    (lambda m: m.generate(torch.full((1, 30), 5), 20), r"need 49 positions, past the learned encoding's 40"),
+    (lambda m: L.generate(m, torch.full((1, 3), 5), -1), r"max_new_tokens must be an integer >= 0; got -1"),
+    (lambda m: L.generate(m, torch.full((1, 3), 5), 2.5), r"max_new_tokens must be an integer >= 0; got 2.5"),
+    (lambda m: L.generate(m, torch.full((1, 30), 5), 20), r"need 49 positions, past the learned encoding's 40"),
     (lambda m: L.exact_match_by_length(m, "copy", [0]), r"task 'copy' has sizes 1 and up; got size 0"),
     (lambda m: L.exact_match_by_length(m, "copy", [3], n_per_length=0), r"n_per_length must be an integer >= 1"),
     (lambda m: L.exact_match_by_length(m, "copy", [2.5]), r"lengths must be integers; got 2.5"),
@@ -118,7 +118,7 @@ def test_bad_arguments_to_the_model_evaluation_and_inspection_are_named(model, c
 
 def test_zero_new_tokens_returns_the_prompt(model):
     prompt = torch.full((2, 3), 5)
-    assert torch.equal(model.generate(prompt, 0), prompt)
+    assert torch.equal(L.generate(model, prompt, 0), prompt)
 
 
 def test_draw_attention_checks_layer_head_and_example(tmp_path):

@@ -64,7 +64,7 @@ def bench_ab(other: str | Path, repeats: int = 15, steps: int = 10) -> dict[str,
             prompt = torch.randint(L.N_SPECIAL, L.VOCAB_SIZE, (b, 16), generator=torch.Generator().manual_seed(b))
             for kind, kw in (("input cache", {"cache_kind": "inputs"}), ("KV cache", {"cache_kind": "kv"}),
                              ("uncached", {"use_cache": False})):  # fmt: skip
-                call = lambda m=model_eval, p=prompt, kw=kw: m.generate(p, 64, **kw)  # noqa: E731
+                call = lambda M=M, m=model_eval, p=prompt, kw=kw: M.generate(m, p, 64, **kw)  # noqa: E731
                 cases.setdefault(f"generation, batch {b}, {kind}", {})[side] = call
     out: dict[str, Any] = {"what": "seconds, median over repeats, one thread; ratio: this / other",
                            "repeats": repeats, "other": str(other), "cases": {}}  # fmt: skip
