@@ -787,8 +787,8 @@ plt.show()
 # The first layer's heads spread over the operand digits of the column, the one below and the one
 # above, and over the answer digits; most heads of the second and third layers weigh the
 # column's own operand digits and the digit just written, and two third-layer heads the operand
-# digits of the column below and the answer digit two columns down. One sum and one column on one seed: a picture of where the
-# answer reads, not a mechanism shown.
+# digits of the column below and the answer digit two columns down. One sum and one column on
+# one seed: a picture of where the answer reads, not a mechanism shown.
 #
 # The cost of scoring: the scoring here runs the full attention over every key and masks it to
 # the window, so its work grows with the square of the length, though the window leaves only a
