@@ -1935,18 +1935,15 @@ def _progress(iterable, total: int, desc: str, enabled: bool):
     return tqdm(iterable, total=total, desc=desc, mininterval=1.0)
 
 
-class torch_threads:
+@contextlib.contextmanager
+def torch_threads(n: int):
     """Run a block with n intra-op threads, then restore the previous count."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __enter__(self) -> None:
-        self.before = torch.get_num_threads()
-        torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.before)
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # Entries a chapter adds to the records of the runs it concerns (such as scores on further kinds
@@ -6294,7 +6291,7 @@ def scoring_table(
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def step_overrun(
+def steps_past_target(
     model: DecoderOnlyLM, task: WithScratchpad, sizes: Iterable[int], count: int = 64, seed: int = RunConfig.eval_seed
 ):
     """Per size: how many steps greedy decoding writes against the target's, given twice the
@@ -6646,7 +6643,7 @@ ADDITION_GOAL: dict[str, float] = {"in distribution": 0.99, "16 digits": 0.95, "
 ADDITION_DIR = RESULTS_DIR / "addition"
 
 
-def addition_arm(cfg: RunConfig) -> str:
+def addition_ingredients(cfg: RunConfig) -> str:
     """The ingredients of an addition run: answer order, places, window."""
     arm = cfg.task_options.get("answer", "msd")
     if cfg.model.digit_places:
@@ -6684,8 +6681,8 @@ def longest_held(exact: dict[str, float], level: float = 0.9) -> int:
 def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, RunConfig, dict[str, Any] | None]]:
     """(stage, config, record or None) for the pilot in the order tried, then the study's seeds
     and ablation, the structured sums' pilot, seeds and ablation, then the exactness tries, the
-    exact configuration's seeds, the digit-set mixture's (`EXACT_SETS`) and the same with a window
-    of 1 place (`EXACT_NARROW`); a configuration in two stands once, where it was first trained."""
+    exact configuration's seeds, the digit-set mixture's (`DIGIT_SETS`) and the same with a window
+    of 1 place (`DIGIT_SETS_WINDOW_1`); a configuration in two stands once, where it was first trained."""
     seen, out = set(), []
     study = addition_study()
     stages = [("pilot", c) for c in addition_pilot()] + [("seeds", c) for c in study[:3]]
@@ -6696,8 +6693,8 @@ def addition_runs(results_dir: str | Path = ADDITION_DIR) -> list[tuple[str, Run
     stages += [("structured ablation", c) for c in ablation]
     stages += [("exactness tries", c) for c in exactness_tries()]
     stages += [("exact seeds", exact_run(seed=s)) for s in range(3)]
-    stages += [("digit-set seeds", exact_run(seed=s, **EXACT_SETS)) for s in range(3)]
-    stages += [("window-1 seeds", exact_run(seed=s, **EXACT_NARROW)) for s in range(3)]
+    stages += [("digit-set seeds", exact_run(seed=s, **DIGIT_SETS)) for s in range(3)]
+    stages += [("window-1 seeds", exact_run(seed=s, **DIGIT_SETS_WINDOW_1)) for s in range(3)]
     for stage, cfg in stages:
         if cfg.hash in seen:
             continue
@@ -6712,7 +6709,12 @@ def addition_curves(results_dir: str | Path = ADDITION_DIR):
     for stage, cfg, rec in addition_runs(results_dir):
         if rec is None:
             continue
-        head = {"stage": stage, "arm": addition_arm(cfg), "encoding": cfg.encoding, "settings": addition_settings(cfg)}
+        head = {
+            "stage": stage,
+            "arm": addition_ingredients(cfg),
+            "encoding": cfg.encoding,
+            "settings": addition_settings(cfg),
+        }
         rows += [{**head, "seed": cfg.seed, "n": int(n), "exact_match": v} for n, v in rec["exact_match"].items()]
     return pd.DataFrame(rows)
 
@@ -7550,7 +7552,7 @@ def exact_run(seed: int = 0, **overrides: Any) -> RunConfig:
 # or three digit values are no longer beyond every sampler, at the training sizes. On seed 0 it
 # held every family to 256 digits but a number added to itself, far better than the mixture alone
 # (notebook 11's tables), so it is kept and trained on seeds 1 and 2.
-EXACT_SETS: dict[str, Any] = {"train_task_options": {"operands": "mixed-sets"}}
+DIGIT_SETS: dict[str, Any] = {"train_task_options": {"operands": "mixed-sets"}}
 
 # Seed 0's wrong digits on a number added to itself sit almost all in one view: a column 9 + 9
 # whose carry in comes from 8 + 8, itself carried into from 5 + 5 two columns below; planted in
@@ -7559,7 +7561,7 @@ EXACT_SETS: dict[str, Any] = {"train_task_options": {"operands": "mixed-sets"}}
 # needs only the column below and the model's own previous digit; a window of 2 places also shows
 # a query the column two below, whose digits then sway its answer. The next try narrows the window
 # to 1 place, which held as two did on the chosen configuration (notebook 11's ablation), on seed 0.
-EXACT_NARROW: dict[str, Any] = {**EXACT_SETS, "attention_window": 1}
+DIGIT_SETS_WINDOW_1: dict[str, Any] = {**DIGIT_SETS, "attention_window": 1}
 
 # The views planted in random sums (`planted_scores`), each the top column first: seed 0's view,
 # in a number added to itself and in random sums; then one column changed at a time (the digits
@@ -7745,11 +7747,11 @@ def far_cost(
 
 def exactness_study() -> list[RunConfig]:
     """The tries on seed 0 (`exactness_tries`), the configuration chosen from them on seeds 0-2,
-    then the digit-set mixture (`EXACT_SETS`) on seed 0, then on seeds 1 and 2, then the same with
-    a window of 1 place (`EXACT_NARROW`) on seed 0, then on seeds 1 and 2."""
+    then the digit-set mixture (`DIGIT_SETS`) on seed 0, then on seeds 1 and 2, then the same with
+    a window of 1 place (`DIGIT_SETS_WINDOW_1`) on seed 0, then on seeds 1 and 2."""
     chosen = [exact_run(seed=s) for s in range(3)]
-    sets = [exact_run(seed=s, **EXACT_SETS) for s in range(3)]
-    return exactness_tries() + chosen + sets + [exact_run(seed=s, **EXACT_NARROW) for s in range(3)]
+    sets = [exact_run(seed=s, **DIGIT_SETS) for s in range(3)]
+    return exactness_tries() + chosen + sets + [exact_run(seed=s, **DIGIT_SETS_WINDOW_1) for s in range(3)]
 
 
 # The ten families the structured-sum configuration was chosen on; the tables and the goal judge
@@ -7794,7 +7796,7 @@ ADDITION_SETTING_WORDS = {
 }
 
 
-def plain_arm(arm: str, encoding: str, settings: str = "") -> str:
+def arm_legend(arm: str, encoding: str, settings: str = "") -> str:
     """An addition arm's legend entry in plain words: "lsd + places + window 2", RoPE -> "RoPE:
     answer reversed, digit places, window of 2"; changed settings in brackets."""
     words = [ARM_WORDS.get(p, p.replace("window ", "window of ")) for p in arm.split(" + ")]
@@ -9675,7 +9677,7 @@ def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
     rows = []
     for stage, cfg, rec in addition_runs(results_dir):
         em = rec["exact_match"] if rec else {}
-        row = {"stage": stage, "arm": addition_arm(cfg), "encoding": cfg.encoding}
+        row = {"stage": stage, "arm": addition_ingredients(cfg), "encoding": cfg.encoding}
         row |= {"settings": addition_settings(cfg), "seed": cfg.seed}
         row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
         row |= {f"{n} digits (%)": 100 * em.get(str(n), float("nan")) for n in (9, 12, 16, 32, 64, 128)}
@@ -9690,15 +9692,15 @@ def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
 def addition_view(rows, costs: bool = False, name_best: bool = True):
     """Rows of `addition_table` for reading, narrow: each run named in words (with `name_best`,
     the best configuration's runs as such; an ablation run by what it changes,
-    `ADDITION_ABLATION`; any other by `plain_arm`, its seed if not 0, less the ingredients every
+    `ADDITION_ABLATION`; any other by `arm_legend`, its seed if not 0, less the ingredients every
     row shares, which the index's name states), exact match (%) under one header with the sizes
     below it, the longest size held and the final loss; `costs` adds compute (copy runs) and wall
     time (min). Numbers to one decimal, the loss to three. `addition_table` has every column."""
-    best = (addition_arm(addition_run(*ADDITION_BEST)), ADDITION_BEST[1], "")
+    best = (addition_ingredients(addition_run(*ADDITION_BEST)), ADDITION_BEST[1], "")
     words = {}
     for what, a, e, kw in ADDITION_ABLATION:
         cfg = addition_run(a, e, **kw)
-        words[(addition_arm(cfg), e, addition_settings(cfg))] = what
+        words[(addition_ingredients(cfg), e, addition_settings(cfg))] = what
     shared = set.intersection(*(set(a.split(" + ")) for a in rows["arm"])) if len(rows) else set()
 
     def name(r) -> str:
@@ -9708,9 +9710,9 @@ def addition_view(rows, costs: bool = False, name_best: bool = True):
         if r["stage"] == "ablation" and key in words:
             return words[key]
         rest = " + ".join(p for p in r["arm"].split(" + ") if p not in shared)
-        named = plain_arm(rest, r["encoding"], r["settings"]) if rest else label(r["encoding"])
+        named = arm_legend(rest, r["encoding"], r["settings"]) if rest else label(r["encoding"])
         if not rest and r["settings"]:
-            named += f" ({plain_arm('', r['encoding'], r['settings']).split(' (', 1)[1]}"
+            named += f" ({arm_legend('', r['encoding'], r['settings']).split(' (', 1)[1]}"
         return named + (f", seed {r['seed']}" if r["seed"] else "")
 
     first = rows["arm"].iloc[0].split(" + ") if len(rows) else []
@@ -10169,7 +10171,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     lines beside them; one legend below the panels names what every panel shares and the
     encodings' colours, which (b) and (c) use."""
     arm, enc = ADDITION_BEST
-    best_arm = addition_arm(addition_run(arm, enc))
+    best_arm = addition_ingredients(addition_run(arm, enc))
     fig, axes = plt.subplots(2, 2, figsize=(16, 10), sharey=True)
     (ax_pilot, ax_grid), (ax_enc, ax_ingredient) = axes
     is_best = (curves["arm"] == best_arm) & (curves["encoding"] == enc) & (curves["settings"] == "")
@@ -10183,7 +10185,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
         ]
         ax.fill_between(best.min().index, 100 * best.min(), 100 * best.max(), color=encoding_color(enc), alpha=0.2)
     shared_labels = [
-        f"the first recipe, {plain_arm(best_arm, enc)} ({seeds} seeds), in every panel",
+        f"the first recipe, {arm_legend(best_arm, enc)} ({seeds} seeds), in every panel",
         f"longest training size ({train_max} digits)",
     ]
     pilot = curves[(curves["stage"] == "pilot") & ~is_best]
@@ -10196,7 +10198,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     common = set.intersection(*(set(a.split(" + ")) for a, *_ in learned)) if learned else set()
     for a, e, st, g in learned:
         rest = " + ".join(p for p in a.split(" + ") if p not in common)
-        entry = plain_arm(rest, e, st) if rest else plain_arm("", e, st).replace(": ", "", 1)
+        entry = arm_legend(rest, e, st) if rest else arm_legend("", e, st).replace(": ", "", 1)
         style = "-" if "window" in a else ":"  # the window: solid
         ax_pilot.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), ls=style, lw=1.6, label=entry)
     first = next((a for a, *_ in learned), "")
@@ -10219,7 +10221,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     words = {}  # an ablation run's (arm, encoding, settings) -> what it changes, in words
     for what, a, e, kw in ADDITION_ABLATION:
         cfg = addition_run(a, e, **kw)
-        words[(addition_arm(cfg), e, addition_settings(cfg))] = what
+        words[(addition_ingredients(cfg), e, addition_settings(cfg))] = what
     ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
     changed = 0
     styles = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
@@ -10228,7 +10230,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
             ax_enc.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.6)
             drawn_encodings.add(e)
         else:  # the encoding kept, one ingredient changed: no encoding's colour
-            what = words.get((a, e, st), plain_arm(a, e, st))
+            what = words.get((a, e, st), arm_legend(a, e, st))
             style, color = styles[changed % len(styles)], ordinal_color(changed)
             ax_ingredient.plot(
                 g["n"],

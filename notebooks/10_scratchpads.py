@@ -485,7 +485,7 @@ other.set_index(["experiment", "run"])
 # %%
 t5_parity = L.scratchpad_run("parity", "o", "t5")
 model = L.load_run_model(t5_parity, L.SCRATCHPAD_DIR)
-display(L.step_overrun(model, t5_parity.make_task(), [8, 10, 12, 14, 16]).round(2))
+display(L.steps_past_target(model, t5_parity.make_task(), [8, 10, 12, 14, 16]).round(2))
 room = L.scoring_ood(scoring_other, t5_parity)  # given twice the room, pooled over L+1 to 2L
 control = task_effect.set_index(["task", "format", "encoding"]).loc[("parity", "o", "t5"), "OOD without (%)"]
 print(f"T5 on parity out of distribution, given the room: {room:.1f}%; its control: {control:.1f}%")

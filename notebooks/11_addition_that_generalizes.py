@@ -594,7 +594,7 @@ plt.show()
 # Both misses are digit pairs, sums of two digit values, which uniform digits show almost never
 # and the mixture seldom: {0, 9} alternates columns that pass a carry on (0 + 9) with columns that
 # stop it (0 + 0) and make one (9 + 9); in {5, 9} every column makes a carry. A fourth way of
-# drawing the training sums (`operands="mixed-sets"`, `L.EXACT_SETS`) takes a quarter of them from
+# drawing the training sums (`operands="mixed-sets"`, `L.DIGIT_SETS`) takes a quarter of them from
 # a small digit set per sum: 2 or 3 digit values, each digit of both operands uniform over them
 # (`L.set_digits`); the other three quarters are drawn as in the mixture. What each training
 # distribution shows at 8 digits (%, 20,000 sums, `L.training_chain_views`):
@@ -611,7 +611,7 @@ L.training_chain_views().round(2)
 # then on seeds 1 and 2; against the same goal:
 
 # %%
-verdict_sets = L.exactness_verdict([L.exact_run(seed=s, **L.EXACT_SETS) for s in range(3)])
+verdict_sets = L.exactness_verdict([L.exact_run(seed=s, **L.DIGIT_SETS) for s in range(3)])
 display(verdict_sets.goal.round(1))
 print(verdict_sets.statement())
 
@@ -687,13 +687,13 @@ views0.groupby(list(views0.columns[:-1]), as_index=False).sum().sort_values("wro
 # (97.3-99.4%); with 4 + 6 two below (the same sum, 10), 6 + 6 two below, or 7 + 9 below (the same
 # sum, 16) it is right on every sum, so the digits of the columns below sway the answer, not only
 # their sums. On seeds 1 and 2 no view is wrong on more than one sum of 512 at any size. A
-# window of 1 place (`L.EXACT_NARROW`) shows a query its column and the column below, all the
+# window of 1 place (`L.DIGIT_SETS_WINDOW_1`) shows a query its column and the column below, all the
 # carry needs, with its own previous digit; it held as two did in the ablation above. Tried on
 # seed 0 first, then on seeds 1 and 2, trained and scored as the digit sets were, against the
 # same goal:
 
 # %%
-verdict_narrow = L.exactness_verdict([L.exact_run(seed=s, **L.EXACT_NARROW) for s in range(3)])
+verdict_narrow = L.exactness_verdict([L.exact_run(seed=s, **L.DIGIT_SETS_WINDOW_1) for s in range(3)])
 display(verdict_narrow.goal.round(1))
 print(verdict_narrow.statement())
 
@@ -803,7 +803,7 @@ far_cost = L.far_cost(trained_narrow[0], L.FAR_PLACES, (125, 250, 500, 1000, 200
 L.with_blanks(far_cost.round({"seconds per sum": 2, "growth exponent": 1, "scores the window can see (%)": 2}))
 
 # %% [markdown]
-# The window of 2 places beside it (the digit-set runs, `L.EXACT_SETS`), scored the same way on
+# The window of 2 places beside it (the digit-set runs, `L.DIGIT_SETS`), scored the same way on
 # random sums and the 17 families at 512 and 1,000 digits and on random sums at 2,000: whether the
 # column two below, which swayed seed 0's answer on a number added to itself at 112 digits,
 # still does at these lengths.

@@ -223,9 +223,9 @@ def test_longest_held_is_the_first_size_below_the_level_minus_one():
 
 def test_addition_arms_and_settings_name_what_a_run_changes():
     best = L.addition_run("lsd+places+window", "rope")
-    assert (L.addition_arm(best), L.addition_settings(best)) == ("lsd + places + window 2", "")
+    assert (L.addition_ingredients(best), L.addition_settings(best)) == ("lsd + places + window 2", "")
     other = L.addition_run("msd", "t5", lr=3e-3, t5_bidirectional=True, t5_num_buckets=16, t5_max_distance=6)
-    assert L.addition_arm(other) == "msd"
+    assert L.addition_ingredients(other) == "msd"
     assert L.addition_settings(other) == "lr 0.003, bidirectional (16 buckets, far from 6)"
     stages = [stage for stage, _, _ in L.addition_runs("/nonexistent")]
     assert stages.count("seeds") == 2  # seed 0 of the best configuration is the pilot's run, counted once
@@ -292,7 +292,7 @@ def test_top_marker_puts_plus_above_the_operands_top_digit_and_moves_nothing_els
 
 
 def test_more_places_are_refused_where_they_would_change_what_the_model_computes():
-    narrow = L.exact_run(0, **L.EXACT_NARROW)
+    narrow = L.exact_run(0, **L.DIGIT_SETS_WINDOW_1)
     wider = L.with_more_places(narrow, 2100)
     assert wider.model.digit_places == 2100 and wider.eval_max_len == 2096  # size n's places reach n + 3
     assert wider.model.attention_window == narrow.model.attention_window and wider.seed == narrow.seed
@@ -314,7 +314,7 @@ def test_a_window_model_computes_the_same_when_its_places_are_shifted():
     """Why more places change nothing: with a relative encoding and a window, moving every
     position of a sequence by the same amount leaves the logits as they were."""
     torch.manual_seed(0)
-    cfg = L.with_more_places(L.exact_run(0, **L.EXACT_NARROW), 2100)
+    cfg = L.with_more_places(L.exact_run(0, **L.DIGIT_SETS_WINDOW_1), 2100)
     model = L.make_model(cfg).eval()
     task = cfg.make_task()
     batch = L.evaluation_batch(task, 12, 4, 1234, cfg.model)
@@ -325,7 +325,7 @@ def test_a_window_model_computes_the_same_when_its_places_are_shifted():
 
 
 def test_far_draws_name_random_sums_a_family_or_a_digit_pair():
-    task = L.with_more_places(L.exact_run(0, **L.EXACT_NARROW), 640).make_task()
+    task = L.with_more_places(L.exact_run(0, **L.DIGIT_SETS_WINDOW_1), 640).make_task()
     assert L.far_draw(task, "random") is task
     assert isinstance(L.far_draw(task, "zeros and nines"), L.StructuredAddition)
     pair = L.far_draw(task, "09")
@@ -338,7 +338,7 @@ def test_far_draws_name_random_sums_a_family_or_a_digit_pair():
 def saved_window_model(folder) -> L.RunConfig:
     """The window-1 configuration, its untrained weights saved under `folder` as a run's are."""
     torch.manual_seed(0)
-    cfg = L.exact_run(0, **L.EXACT_NARROW)
+    cfg = L.exact_run(0, **L.DIGIT_SETS_WINDOW_1)
     path = L.weights_path(folder, cfg)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(L.make_model(cfg).state_dict(), path)

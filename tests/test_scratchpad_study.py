@@ -352,7 +352,7 @@ def test_step_overrun_counts_the_steps_written_past_the_target(monkeypatch):
         return torch.cat([prompt, torch.tensor(rows)], dim=1)
 
     monkeypatch.setattr(L, "generate", one_step_more)
-    row = L.step_overrun(model, task, [6], count=8, seed=7).loc[6]
+    row = L.steps_past_target(model, task, [6], count=8, seed=7).loc[6]
     assert row["more steps than the target"] == 1.0 and row["fewest extra"] == row["most extra"] == 1
     assert row["stops within the records' room"] == 0.0  # three tokens more than the longest target
 
@@ -362,7 +362,7 @@ def test_step_overrun_counts_the_steps_written_past_the_target(monkeypatch):
         return torch.cat([prompt, torch.tensor(rows)], dim=1)
 
     monkeypatch.setattr(L, "generate", the_target)
-    row = L.step_overrun(model, task, [6], count=8, seed=7).loc[6]
+    row = L.steps_past_target(model, task, [6], count=8, seed=7).loc[6]
     assert row["more steps than the target"] == 0.0 and row["most extra"] == 0
     assert row["stops within the records' room"] == 1.0
 

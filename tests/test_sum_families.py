@@ -803,7 +803,7 @@ def test_a_pair_per_operand_draws_each_operands_pair_apart():
 
 def test_the_digit_set_runs_are_a_stage_of_their_own_and_differ_from_the_mixture_in_training_only(tmp_path):
     stages = {cfg.hash: stage for stage, cfg, _ in L.addition_runs(tmp_path)}
-    sets = [L.exact_run(seed=s, **L.EXACT_SETS) for s in range(3)]
+    sets = [L.exact_run(seed=s, **L.DIGIT_SETS) for s in range(3)]
     assert [stages[c.hash] for c in sets] == ["digit-set seeds"] * 3
     for s, cfg in enumerate(sets):
         plain = L.exact_run(seed=s)
@@ -832,11 +832,11 @@ def test_column_tables_by_draw_split_the_decisions_by_draw_and_set_the_wrong_sha
 
 def test_the_window_1_runs_are_a_stage_of_their_own_and_differ_from_the_digit_sets_in_the_window_only(tmp_path):
     stages = {cfg.hash: stage for stage, cfg, _ in L.addition_runs(tmp_path)}
-    narrow = [L.exact_run(seed=s, **L.EXACT_NARROW) for s in range(3)]
+    narrow = [L.exact_run(seed=s, **L.DIGIT_SETS_WINDOW_1) for s in range(3)]
     assert [stages[c.hash] for c in narrow] == ["window-1 seeds"] * 3
     assert narrow == L.exactness_study()[-3:]
     for s, cfg in enumerate(narrow):
-        sets = L.exact_run(seed=s, **L.EXACT_SETS)
+        sets = L.exact_run(seed=s, **L.DIGIT_SETS)
         assert cfg.model.options["attention_window"] == 1 and sets.model.options["attention_window"] == 2
         assert cfg.make_training_task().key == sets.make_training_task().key == "addition.lsd.mixed-sets"
         assert cfg.to_dict()["model"] | {"attention_window": 2} == sets.to_dict()["model"]
