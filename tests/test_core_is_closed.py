@@ -20,15 +20,9 @@ import lengen_helpers as L
 SOURCE = Path(L.__file__).read_text()
 
 
-def late_references(source: str) -> list[str]:
-    """'line:where -> name' for each thing in sections 1-8 that belongs to a later section: a name
-    that a top-level definition uses and only a later section defines; an attribute of that name
-    or of a model option a chapter registers (`ModelOptions`); and, in
-    a comment or a string (the module's own docstring, its table of contents, aside), a backticked
-    name of either kind or a mention of a later section."""
-    lines = source.splitlines()
-    core_end = next(i for i, line in enumerate(lines, 1) if re.match(r"# 9\. ", line))
-    tree = ast.parse(source)
+def first_definitions(tree: ast.Module) -> dict[str, int]:
+    """Each name the module defines at its top level (a function, a class, an assigned name), with
+    the line of its first definition."""
     first: dict[str, int] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -38,6 +32,19 @@ def late_references(source: str) -> list[str]:
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name):
                         first.setdefault(name.id, node.lineno)
+    return first
+
+
+def late_references(source: str) -> list[str]:
+    """'line:where -> name' for each thing in sections 1-8 that belongs to a later section: a name
+    that a top-level definition uses and only a later section defines; an attribute of that name
+    or of a model option a chapter registers (`ModelOptions`); and, in
+    a comment or a string (the module's own docstring, its table of contents, aside), a backticked
+    name of either kind or a mention of a later section."""
+    lines = source.splitlines()
+    core_end = next(i for i, line in enumerate(lines, 1) if re.match(r"# 9\. ", line))
+    tree = ast.parse(source)
+    first = first_definitions(tree)
     later = {name for name, line in first.items() if line > core_end}
     chapter = later | set(L.model_option_defaults())
 
@@ -304,15 +311,7 @@ def forward_references(source: str) -> list[str]:
     only a later section defines: read top to bottom, the module never sends a reader ahead. Type
     annotations and the definition's own local names aside."""
     tree, section = ast.parse(source), section_of(source)
-    first: dict[str, int] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            first.setdefault(node.name, node.lineno)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        first.setdefault(name.id, node.lineno)
+    first = first_definitions(tree)
     found = []
     for node in tree.body[1:]:
         here, where = section(node.lineno), getattr(node, "name", type(node).__name__)
