@@ -6739,20 +6739,27 @@ def answer_token_accuracy(model: DecoderOnlyLM, task: Task, n: int, count: int =
     return pd.Series(right[:, columns].float().mean(0).numpy(), index=names)
 
 
-def column_targets(task: Task, n: int) -> tuple[Tensor, dict[str, Tensor]]:
-    """The answer queries of a digit-places task at size n (SEP, y_1 .. y_n: they predict the
-    n + 1 digits) and, per target, a (queries, keys) mask over the T - 1 inputs: the two operand
-    digits of the column each query predicts, the two of the column below (the carry's), the
-    answer so far (its own token included), and everything else."""
-    layout = torch.tensor(place_layout(task, n))
+def place_inputs(task: Task, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The T - 1 inputs of a digit-places task at size n: each one's place, and masks of the
+    operand digits and of the answer (SEP, y_1 ..); then the answer queries (SEP, y_1 .. y_n: they
+    predict the n + 1 digits), as indices into the inputs."""
     index = torch.arange(task.sequence_length(n) - 1)
+    places = torch.tensor(place_layout(task, n))[index]
     operand = ((index >= 1) & (index <= n)) | ((index >= n + 2) & (index <= 2 * n + 1))
-    queries = torch.arange(2 * n + 2, 2 * n + 2 + n + 1)
-    place, keys = layout[queries][:, None], layout[index][None, :]
+    return places, operand, index >= 2 * n + 2, torch.arange(2 * n + 2, 2 * n + 2 + n + 1)
+
+
+def column_targets(task: Task, n: int) -> tuple[Tensor, dict[str, Tensor]]:
+    """The answer queries of a digit-places task at size n (`place_inputs`) and, per target, a
+    (queries, keys) mask over the T - 1 inputs: the two operand digits of the column each query
+    predicts, the two of the column below (the carry's), the answer so far (its own token
+    included), and everything else."""
+    places, operand, answer, queries = place_inputs(task, n)
+    place, keys = places[queries][:, None], places[None, :]
     masks = {
         "its column": operand & (keys == place),
         "the column below": operand & (keys == place - 1),
-        "the answer so far": (index >= 2 * n + 2).expand(len(queries), -1),
+        "the answer so far": answer.expand(len(queries), -1),
     }
     masks["elsewhere"] = ~(masks["its column"] | masks["the column below"] | masks["the answer so far"])
     return queries, masks
@@ -6785,21 +6792,17 @@ def place_attention(
     None for "other"), weight (summing to 1 per layer and head)."""
     if not 0 <= column <= n:
         raise ValueError(f"column={column} is out of range; an {n}-digit sum has answer columns 0..{n}")
-    queries, _ = column_targets(task, n)
-    layout = torch.tensor(place_layout(task, n))
-    index = torch.arange(task.sequence_length(n) - 1)
-    operand = ((index >= 1) & (index <= n)) | ((index >= n + 2) & (index <= 2 * n + 1))
-    answer = index >= 2 * n + 2
-    query = int(queries[(layout[queries] == layout[queries].min() + column).nonzero()[0, 0]])
+    places, operand, answer, queries = place_inputs(task, n)
+    query = int(queries[column])  # the queries predict the columns from the units up
     batch = evaluation_batch(task, n, 1, seed, model.config)
     with evaluating(model):
         _, internals = model(batch.inputs, positions=batch.positions[:, :-1], return_internals=True)
-    offset = layout[index] - layout[query]
+    offset = places - places[query]
     rows = []
     for layer, weights in enumerate(internals.attentions):
         w = weights[0, :, query]  # (H, keys)
         for head in range(w.shape[0]):
-            placed = torch.zeros(len(index), dtype=torch.bool)
+            placed = torch.zeros(len(places), dtype=torch.bool)
             for kind, is_kind in (("operands", operand), ("answer", answer)):
                 for d in range(-reach, reach + 1):
                     keys = is_kind & (offset == d)
