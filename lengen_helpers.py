@@ -8760,6 +8760,11 @@ def runs_against_level(configs: Sequence[RunConfig], level: float, results_dir: 
     return pd.DataFrame(rows)
 
 
+def shape_words(model: ModelConfig) -> str:
+    """A model's shape as the tables of every model tried name it: "6 x 64", or "6 x 64, pre-norm"."""
+    return f"{model.n_layers} x {model.d_model}" + (", pre-norm" if model.pre_norm else "")
+
+
 def shapes_tried(task: str, window: int = 2000, falling: float = STILL_FALLING):
     """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
     rate, encoding) in the order first trained: its experiment, layers x width, seeds, the mean exact
@@ -8770,7 +8775,7 @@ def shapes_tried(task: str, window: int = 2000, falling: float = STILL_FALLING):
     for name, cfg, rec in trained_runs_of(task):
         end = cfg.steps
         last, before = loss_at(rec, end), loss_at(rec, end - window)
-        shape = f"{cfg.model.n_layers} x {cfg.model.d_model}" + (", pre-norm" if cfg.model.pre_norm else "")
+        shape = shape_words(cfg.model)
         rows.append(
             {"format": cfg.make_task().key, "experiment": name, "shape": shape, "steps": end, "learning rate": cfg.lr}
             | {
@@ -8811,18 +8816,18 @@ def sizes_tried(task: str, level: float = 0.9) -> pd.DataFrame:
     rate, encoding) as `shapes_tried` has them: exact match (%) at each training size, the median
     over its seeds, and the size up to which every size holds `level` (`longest_at_least`, on
     those medians): the longest chain, for LEGO, the models resolve."""
-    rows = []
+    rows, sizes = [], {}
     for _, cfg, rec in trained_runs_of(task):
-        shape = f"{cfg.model.n_layers} x {cfg.model.d_model}" + (", pre-norm" if cfg.model.pre_norm else "")
-        sizes = cfg.make_task().sizes(1, cfg.train_max_len)
-        keys = {"format": cfg.make_task().key, "shape": shape, "steps": cfg.steps, "learning rate": cfg.lr}
-        keys |= {"encoding": label(cfg.model.encoding)}
-        rows.append(keys | {n: 100 * rec["exact_match"][str(n)] for n in sizes} | {"seed": cfg.seed})
+        keys = {"format": cfg.make_task().key, "shape": shape_words(cfg.model), "steps": cfg.steps}
+        keys |= {"learning rate": cfg.lr, "encoding": label(cfg.model.encoding), "seed": cfg.seed}
+        trained = cfg.make_task().sizes(1, cfg.train_max_len)
+        sizes |= dict.fromkeys(trained)
+        rows.append(keys | {n: 100 * rec["exact_match"][str(n)] for n in trained})
     runs = pd.DataFrame(rows)
     keys = ["format", "shape", "steps", "learning rate", "encoding"]
-    out = runs.groupby(keys, sort=False).agg({"seed": "nunique"} | {c: "median" for c in runs.columns[5:-1]})
+    out = runs.groupby(keys, sort=False).agg({"seed": "nunique"} | {n: "median" for n in sorted(sizes)})
     out = out.rename(columns={"seed": "seeds"})
-    sizes = [c for c in out.columns if c != "seeds"]
+    sizes = sorted(sizes)
     out[f"every size >= {100 * level:g}% to"] = [
         longest_at_least({n: row[n] / 100 for n in sizes}, level) for _, row in out.iterrows()
     ]
@@ -8837,7 +8842,7 @@ def plot_shapes_tried(
     own, a line style per format, on a log axis; the legend below the panels, its title naming the
     line styles."""
     runs = [(c, r) for _, c, r in trained_runs_of(task) if c.seed == seed and c.model.encoding in encodings]
-    models = list(dict.fromkeys((c.model.n_layers, c.model.d_model, c.steps, c.lr, c.model.pre_norm) for c, _ in runs))
+    models = list(dict.fromkeys((shape_words(c.model), c.steps, c.lr) for c, _ in runs))
     formats = list(dict.fromkeys(c.make_task().key for c, _ in runs))
     colours = dict(zip(models, plt.cm.tab10(np.arange(len(models)) % 10)))
     styles = dict(zip(formats, ("-", "--", ":", "-.")))
@@ -8846,10 +8851,9 @@ def plot_shapes_tried(
     for ax, enc in zip(axes[0], encodings):
         mine = [(c, r) for c, r in runs if c.model.encoding == enc]
         for cfg, rec in mine:
-            m = cfg.model
-            curve, model = rec["loss_curve"], (m.n_layers, m.d_model, cfg.steps, cfg.lr, m.pre_norm)
+            curve, model = rec["loss_curve"], (shape_words(cfg.model), cfg.steps, cfg.lr)
             steps = curve["every"] * np.arange(1, len(curve["mean_loss"]) + 1)
-            name = f"{model[0]} x {model[1]}{', pre-norm' if model[4] else ''}, {model[2]:,} steps, lr {model[3]:g}"
+            name = f"{model[0]}, {model[1]:,} steps, lr {model[2]:g}"
             fmt = cfg.make_task().key
             (line,) = ax.plot(steps, curve["mean_loss"], color=colours[model], ls=styles[fmt], lw=1.6)
             handles.setdefault(name, Line2D([], [], color=colours[model], lw=2))
