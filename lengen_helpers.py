@@ -7623,6 +7623,7 @@ def load_with_more_places(cfg: RunConfig, places: int, results_dir: str | Path =
 
 
 FAR_CACHE = ADDITION_DIR / "far.csv"
+FAR_COUNT = 32  # sums scored per run, draw and size: each sum at 1,000 digits and more is costly
 FAR_CACHE_COLUMNS = ["config_hash", "places", "draw", "n", "count", "measure", "value"]
 
 
@@ -7646,7 +7647,7 @@ def far_scores(
     places: int,
     sizes: Sequence[int],
     draws: Sequence[str],
-    count: int = 32,
+    count: int = FAR_COUNT,
     results_dir: str | Path = ADDITION_DIR,
     cache: Path | None = FAR_CACHE,
     batch_size: int = 8,
@@ -7724,10 +7725,10 @@ def far_cost(
     quadratic), and the share of the scores the window leaves unmasked (`window_share`). Read from
     `cache` when it holds every size; else every size is measured again, side by side (the median
     of `repeats` timings each)."""
-    known = read_keyed_cache(cache, FAR_COST_COLUMNS, "far-cost")
-    keys = {n: (cfg.hash, str(places), str(n), str(count), "seconds per sum") for n in sizes}
     if list(sizes) != sorted(set(sizes)) or min(sizes) < 1:
         raise ValueError(f"sizes={list(sizes)} must be distinct and increasing, from 1 digit up")
+    known = read_keyed_cache(cache, FAR_COST_COLUMNS, "far-cost")
+    keys = {n: (cfg.hash, str(places), str(n), str(count), "seconds per sum") for n in sizes}
     if not all(k in known for k in keys.values()):
         model = load_with_more_places(cfg, places, results_dir)
         task = with_more_places(cfg, places).make_task()

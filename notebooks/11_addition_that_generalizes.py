@@ -754,10 +754,11 @@ plt.show()
 # %%
 far_narrow = L.far_study(trained_narrow)
 display(L.with_blanks(L.far_table(far_narrow).round(1)))
-wrong_far = int(round(((1 - far_narrow["exact_match"]) * 32).sum()))
-print(f"{32 * len(far_narrow):,} sums scored at 512-2,000 digits on {far_narrow['seed'].nunique()} seeds, "
-      f"{wrong_far} wrong; none wrong of 32 bounds a cell's error rate at {100 * (1 - 0.05 ** (1 / 32)):.1f}% "
-      "(95%, one-sided)")
+count = L.FAR_COUNT
+wrong_far = int(round(((1 - far_narrow["exact_match"]) * count).sum()))
+print(f"{count * len(far_narrow):,} sums scored at 512-2,000 digits on {far_narrow['seed'].nunique()} seeds, "
+      f"{wrong_far} wrong; none wrong of {count} bounds a cell's error rate at "
+      f"{100 * (1 - 0.05 ** (1 / count)):.1f}% (95%, one-sided)")
 
 # %% [markdown]
 # At 1,000 digits, random sums and each family (%, per seed):
@@ -876,7 +877,7 @@ for row, method, verdict in [
                                            ours_model, kinds]
 far_lowest = far_narrow.groupby("n")["exact_match"].min()
 for n in (1000, 2000):
-    kinds_far = f"32 sums of each of {len(L.FAR_DRAWS[n])} kinds, room for {L.FAR_PLACES:,} places"
+    kinds_far = f"{L.FAR_COUNT} sums of each of {len(L.FAR_DRAWS[n])} kinds, room for {L.FAR_PLACES:,} places"
     cited.loc[f"this study, window of 1, {n:,} digits"] = [
         "the same, scored with more places", "1-8", n, round(100 * far_lowest[n], 1), "worst of 3 seeds",
         ours_model, kinds_far]
