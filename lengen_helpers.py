@@ -1020,11 +1020,11 @@ def make_encoding(cfg: ModelConfig) -> PositionalEncoding:
     return encoding_class(cfg)(cfg)
 
 
-@dataclass(init=False)
+@dataclass
 class ModelConfig:
     """The study's model by default: d_model 64, 4 heads, 3 layers, d_ff 256, post-LN, no dropout.
-    Settings that chapters register (`ModelOptions`) are given by name like the rest and kept in
-    `options`; each reads as an attribute, at its default where it is not given."""
+    Settings that chapters register (`ModelOptions`) go in `options`, by name, and are read with
+    `option(name)`; one at its default is dropped, so that a run has one config (and one hash)."""
 
     encoding: str = "nope"
     d_model: int = ranged(64, 1)
@@ -1038,23 +1038,7 @@ class ModelConfig:
     rope_base: float = ranged(10000.0, 1, above=True)
     t5_num_buckets: int = ranged(32, 2)
     t5_max_distance: int = ranged(128, 2)
-    options: dict[str, Any] = field(default_factory=dict)  # registered settings given, by name
-
-    def __init__(self, options: Mapping[str, Any] | None = None, **settings: Any) -> None:
-        own = [f for f in dataclasses.fields(self) if f.name != "options"]
-        for f in own:
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-            setattr(self, f.name, settings.pop(f.name, default))
-        defaults = model_option_defaults()  # a registered setting at its default is not kept
-        given = {**(options or {}), **settings}
-        self.options = {k: v for k, v in given.items() if k not in defaults or v != defaults[k]}
-        self.__post_init__()
-
-    def __getattr__(self, name: str) -> Any:  # only where no field has the name: a registered option
-        defaults = model_option_defaults()
-        if name == "options" or name not in defaults:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return self.options.get(name, defaults[name])
+    options: dict[str, Any] = field(default_factory=dict)  # registered settings away from their defaults
 
     def __post_init__(self) -> None:
         defaults = model_option_defaults()
@@ -1062,11 +1046,12 @@ class ModelConfig:
         if unknown:
             valid = [f.name for f in dataclasses.fields(self) if f.name != "options"] + list(defaults)
             raise ValueError(f"no model setting {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}")
+        self.options = {k: v for k, v in sorted(self.options.items()) if v != defaults[k]}
         if self.encoding not in ENCODINGS:
             raise _unknown("positional encoding", self.encoding, ENCODINGS)
         check_ranges(self)
         for group in MODEL_OPTIONS:
-            check_ranges(group.settings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(group.settings)}))
+            check_ranges(group.settings(**{f.name: self.option(f.name) for f in dataclasses.fields(group.settings)}))
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
         for group in MODEL_OPTIONS:
@@ -1074,15 +1059,28 @@ class ModelConfig:
                 group.check(self)
         encoding_class(self).check(self)
 
+    def option(self, name: str) -> Any:
+        """A registered setting (`register_model_options`): its value here, or its default."""
+        defaults = model_option_defaults()
+        if name not in defaults:
+            raise _unknown("model option", name, defaults)
+        return self.options.get(name, defaults[name])
+
     def to_dict(self) -> dict[str, Any]:
-        """Every setting by name, the registered ones beside the model's own."""
+        """Every setting by name, the registered ones beside the model's own (as records hold it)."""
         own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
-        return json.loads(json.dumps(own | {name: getattr(self, name) for name in model_option_defaults()}))
+        return json.loads(json.dumps(own | {name: self.option(name) for name in model_option_defaults()}))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelConfig:
+        """The config `to_dict` wrote: names that are not the model's own are registered options."""
+        own = {f.name for f in dataclasses.fields(cls)} - {"options"}
+        options = {**d.get("options", {}), **{k: v for k, v in d.items() if k not in own | {"options"}}}
+        return cls(**{k: v for k, v in d.items() if k in own}, options=options)
 
     def given_options(self) -> str:
         """The registered settings given away from their defaults, as name=value."""
-        defaults = model_option_defaults()
-        return ", ".join(f"{k}={v!r}" for k, v in self.options.items() if v != defaults[k])
+        return ", ".join(f"{k}={v!r}" for k, v in self.options.items())
 
 
 class FeedForward(nn.Sequential):
@@ -1751,7 +1749,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.model, dict):
-            self.model = ModelConfig(**self.model)  # an unknown setting is refused by name
+            self.model = ModelConfig.from_dict(self.model)  # an unknown setting is refused by name
         if not isinstance(self.model, ModelConfig):
             raise ValueError(f"RunConfig.model must be a ModelConfig (or its dict); got {type(self.model).__name__}")
         task = get_task(self.task, self.task_options)  # raises on an unknown task or option
@@ -1859,13 +1857,14 @@ def make_model(config: RunConfig) -> DecoderOnlyLM:
 
 
 def make_run(task: str, encoding: str, seed: int = 0, **overrides: Any) -> RunConfig:
-    """RunConfig from names; overrides may set RunConfig fields or ModelConfig fields. A run of
+    """RunConfig from names; overrides may set RunConfig fields, ModelConfig fields or registered
+    model options, each by its name. A run of
     fewer steps than the default warm-up warms up over all of them unless `warmup_steps` is given."""
     if "steps" in overrides and "warmup_steps" not in overrides and isinstance(overrides["steps"], int):
         overrides["warmup_steps"] = max(0, min(RunConfig.warmup_steps, overrides["steps"]))
     model_fields = {f.name for f in dataclasses.fields(ModelConfig)} | set(model_option_defaults())
     model_kw = {k: overrides.pop(k) for k in list(overrides) if k in model_fields}
-    return RunConfig(task=task, model=ModelConfig(encoding=encoding, **model_kw), seed=seed, **overrides)
+    return RunConfig(task=task, model=ModelConfig.from_dict({"encoding": encoding, **model_kw}), seed=seed, **overrides)
 
 
 def lr_at(step: int, cfg: RunConfig) -> float:
@@ -3000,7 +2999,7 @@ def eval_training_overlap(configs: Sequence[RunConfig], max_len: int = 6):
 def learned_rows_with_gradient(cfg: RunConfig) -> list[int]:
     """The rows of the learned position table that receive a gradient from a training batch whose
     sequences all have the longest training length (the rows training can move at all)."""
-    model = DecoderOnlyLM(ModelConfig(**{**cfg.model.to_dict(), "encoding": "learned"}))
+    model = DecoderOnlyLM(dataclasses.replace(cfg.model, encoding="learned"))
     batch = single_length_batch(cfg.make_task(), cfg.train_max_len, 4, torch.Generator().manual_seed(0))
     batch_loss(model, batch).backward()
     return model.pos.table.weight.grad.abs().sum(1).nonzero().flatten().tolist()
@@ -3032,7 +3031,7 @@ class EmbeddingScale:
 
 
 def _scale_embeddings(model: nn.Module) -> None:
-    if model.config.scale_embeddings:
+    if model.config.option("scale_embeddings"):
         model.emb_scale = math.sqrt(model.config.d_model)
 
 
@@ -4795,9 +4794,9 @@ class PositionInterventions:
 
 
 def _check_position_interventions(config: ModelConfig) -> None:
-    if config.encoding == "learned" and config.random_positions > config.max_positions:
+    if config.encoding == "learned" and config.option("random_positions") > config.max_positions:
         raise ValueError(
-            f"random_positions={config.random_positions} draws positions past the learned table's "
+            f"random_positions={config.option('random_positions')} draws positions past the learned table's "
             f"max_positions={config.max_positions}; set max_positions >= random_positions"
         )
 
@@ -4867,16 +4866,16 @@ def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
 register_position_scheme(
     PositionScheme(
         "randomized",
-        active=lambda config: bool(config.random_positions),
+        active=lambda config: bool(config.option("random_positions")),
         apply=lambda config, batch, offsets, task, generator: randomize_positions(
-            batch, config.random_positions, generator
+            batch, config.option("random_positions"), generator
         ),
     )
 )
 register_position_scheme(
     PositionScheme(
         "coupled",
-        active=lambda config: config.position_coupling,
+        active=lambda config: config.option("position_coupling"),
         apply=lambda config, batch, offsets, task, generator: couple_positions(batch, offsets, task),
     )
 )
@@ -6436,29 +6435,33 @@ def window_mask(positions: Tensor, window: int) -> Tensor:
 
 
 def _check_digit_places(config: ModelConfig) -> None:
-    if config.t5_bidirectional and config.encoding != "t5":
+    if config.option("t5_bidirectional") and config.encoding != "t5":
         raise ValueError(f"t5_bidirectional changes T5's buckets; the encoding is {config.encoding!r}")
-    if config.alibi_symmetric and config.encoding != "alibi":
+    if config.option("alibi_symmetric") and config.encoding != "alibi":
         raise ValueError(f"alibi_symmetric changes ALiBi's bias; the encoding is {config.encoding!r}")
-    if config.digit_places and (config.random_positions or config.position_coupling):
+    if config.option("digit_places") and (config.option("random_positions") or config.option("position_coupling")):
         raise ValueError("digit_places replaces every position: use it without random_positions and position_coupling")
-    if config.top_marker and not config.digit_places:
+    if config.option("top_marker") and not config.option("digit_places"):
         raise ValueError("top_marker places the + of a digit-places layout; set digit_places too")
-    if config.encoding == "learned" and config.digit_places > config.max_positions:
+    if config.encoding == "learned" and config.option("digit_places") > config.max_positions:
         raise ValueError(
-            f"digit_places={config.digit_places} draws positions past the learned table's "
+            f"digit_places={config.option('digit_places')} draws positions past the learned table's "
             f"max_positions={config.max_positions}; set max_positions >= digit_places"
         )
 
 
 def _digit_place_encoding(config: ModelConfig) -> type[PositionalEncoding] | None:
-    if config.alibi_symmetric:
+    if config.option("alibi_symmetric"):
         return SymmetricALiBi
-    return BidirectionalT5Bias if config.t5_bidirectional else None
+    return BidirectionalT5Bias if config.option("t5_bidirectional") else None
 
 
 def _window(config: ModelConfig) -> Callable[[Tensor], Tensor] | None:
-    return functools.partial(window_mask, window=config.attention_window) if config.attention_window else None
+    return (
+        functools.partial(window_mask, window=config.option("attention_window"))
+        if config.option("attention_window")
+        else None
+    )
 
 
 register_model_options(
@@ -6472,7 +6475,7 @@ class PositionInit:
 
 
 def _check_position_init(config: ModelConfig) -> None:
-    if config.position_init_std != 0.02 and config.encoding not in ("learned", "t5"):
+    if config.option("position_init_std") != 0.02 and config.encoding not in ("learned", "t5"):
         raise ValueError(
             f"position_init_std sets a trained position table's initial spread (learned, t5); "
             f"the encoding is {config.encoding!r}"
@@ -6480,8 +6483,8 @@ def _check_position_init(config: ModelConfig) -> None:
 
 
 def _init_positions(model: nn.Module) -> None:
-    if model.config.position_init_std != 0.02:  # learned rows or T5 biases, drawn again at another spread
-        nn.init.normal_(model.pos.table.weight, std=model.config.position_init_std)
+    if model.config.option("position_init_std") != 0.02:  # learned rows or T5 biases, drawn again at another spread
+        nn.init.normal_(model.pos.table.weight, std=model.config.option("position_init_std"))
 
 
 register_model_options(ModelOptions(PositionInit, check=_check_position_init, build=_init_positions))
@@ -6494,12 +6497,12 @@ def addition_places(task: Task, n: int, config: ModelConfig | None = None) -> li
     operand digits by significance, written most significant first; the queries SEP, y_1, ..
     each the significance of the digit they predict (least significant first if answer="lsd"),
     the query predicting EOS one past the answer's top place; BOS and EOS at 0 and n + 3, and +
-    at 0, or with `config.top_marker` at n + 1, the place above the operands' top digit."""
+    at 0, or with the option `top_marker` at n + 1, the place above the operands' top digit."""
     if task.format["format"] != "equal":
         raise ValueError("digit places need both operands written with n digits (addition format 'equal')")
     operand = list(range(n, 0, -1))
     answer = list(range(1, n + 2)) if task.format["answer"] == "lsd" else list(range(n + 1, 0, -1))
-    plus = n + 1 if config is not None and config.top_marker else 0
+    plus = n + 1 if config is not None and config.option("top_marker") else 0
     return [0, *operand, plus, *operand, *answer, n + 2, n + 3]
 
 
@@ -6533,8 +6536,8 @@ def place_positions(
     batch: Batch, offsets: Tensor, task: Task, config: ModelConfig, generator: torch.Generator
 ) -> Batch:
     """Every token at its place (`place_layout`) plus one offset per sequence, uniform over those
-    that keep its places below `config.digit_places`. `offsets` are each token's index in its sequence."""
-    n_positions = config.digit_places
+    that keep its places below the option `digit_places`. `offsets` are each token's index in its sequence."""
+    n_positions = config.option("digit_places")
     seg, positions = batch.segments, batch.positions.clone()
     seq, lengths = _sequence_index(seg)
     draw = torch.rand(len(lengths), generator=generator)  # one per sequence
@@ -6554,13 +6557,13 @@ def place_positions(
 
 
 def _check_place_room(config: ModelConfig, task: Task, n: int) -> None:
-    place_room(task, n, config.digit_places, place_layout(task, n, config))
+    place_room(task, n, config.option("digit_places"), place_layout(task, n, config))
 
 
 register_position_scheme(
     PositionScheme(
         "digit places",
-        active=lambda config: bool(config.digit_places),
+        active=lambda config: bool(config.option("digit_places")),
         apply=lambda config, batch, offsets, task, generator: place_positions(batch, offsets, task, config, generator),
         check_room=_check_place_room,
     )
@@ -6649,10 +6652,10 @@ ADDITION_DIR = RESULTS_DIR / "addition"
 def addition_ingredients(cfg: RunConfig) -> str:
     """The ingredients of an addition run: answer order, places, window."""
     arm = cfg.task_options.get("answer", "msd")
-    if cfg.model.digit_places:
+    if cfg.model.option("digit_places"):
         arm += " + places"
-    if cfg.model.attention_window:
-        arm += f" + window {cfg.model.attention_window}"
+    if cfg.model.option("attention_window"):
+        arm += f" + window {cfg.model.option('attention_window')}"
     return arm
 
 
@@ -6666,12 +6669,14 @@ def addition_settings(cfg: RunConfig) -> str:
     ]
     out += [f"d_model {model.d_model}"] if model.d_model != base.model.d_model else []
     out += [f"{model.n_layers} layers"] if model.n_layers != base.model.n_layers else []
-    out += [f"table init std {model.position_init_std:g}"] if model.position_init_std != 0.02 else []
-    out += ["symmetric"] if model.alibi_symmetric else []
-    out += [f"P {model.digit_places}"] if model.digit_places not in (0, ADDITION_PLACES) else []
-    out += ["+ above the top digit"] if model.top_marker else []
+    out += (
+        [f"table init std {model.option('position_init_std'):g}"] if model.option("position_init_std") != 0.02 else []
+    )
+    out += ["symmetric"] if model.option("alibi_symmetric") else []
+    out += [f"P {model.option('digit_places')}"] if model.option("digit_places") not in (0, ADDITION_PLACES) else []
+    out += ["+ above the top digit"] if model.option("top_marker") else []
     out += [f"trained with {k}={v}" for k, v in cfg.train_task_options.items()]
-    if model.t5_bidirectional:
+    if model.option("t5_bidirectional"):
         out += [f"bidirectional ({model.t5_num_buckets} buckets, far from {model.t5_max_distance})"]
     return ", ".join(out)
 
@@ -7598,22 +7603,24 @@ def with_more_places(cfg: RunConfig, places: int, eval_max_len: int | None = Non
     """`cfg` with room for `places` digit places (scored to `eval_max_len` digits, default the
     most they hold): the same weights give the same computation at every size (above)."""
     m = cfg.model
-    if not m.digit_places:
+    trained, window = m.option("digit_places"), m.option("attention_window")
+    if not trained:
         raise ValueError(f"{cfg.name} was trained without digit places; more places apply to digit-place runs only")
-    if not m.attention_window or m.attention_window >= m.digit_places:
+    if not window or window >= trained:
         raise ValueError(
-            f"{cfg.name} has attention_window={m.attention_window} over {m.digit_places} places: without a window "
+            f"{cfg.name} has attention_window={window} over {trained} places: without a window "
             "narrower than the places trained, a query reads keys at distances never trained"
         )
     if m.encoding in ABSOLUTE_ENCODINGS:
         raise ValueError(
-            f"{cfg.name} encodes absolute positions ({m.encoding}): places past {m.digit_places} were never trained; "
+            f"{cfg.name} encodes absolute positions ({m.encoding}): places past {trained} were never trained; "
             f"valid: {', '.join(e for e in ENCODINGS if e not in ABSOLUTE_ENCODINGS)}"
         )
-    if not isinstance(places, int) or places < m.digit_places:
-        raise ValueError(f"places={places!r} is out of range; valid: an integer >= the {m.digit_places} trained")
+    if not isinstance(places, int) or places < trained:
+        raise ValueError(f"places={places!r} is out of range; valid: an integer >= the {trained} trained")
     top = places - 4 if eval_max_len is None else eval_max_len  # size n's places reach n + 3, below `places`
-    return dataclasses.replace(cfg, model=dataclasses.replace(m, digit_places=places), eval_max_len=top)
+    more = dataclasses.replace(m, options=m.options | {"digit_places": places})
+    return dataclasses.replace(cfg, model=more, eval_max_len=top)
 
 
 def load_with_more_places(cfg: RunConfig, places: int, results_dir: str | Path = ADDITION_DIR) -> DecoderOnlyLM:
@@ -7746,7 +7753,9 @@ def far_cost(
         {
             "seconds per sum": seconds,
             "growth exponent": growth,
-            "scores the window can see (%)": [100 * window_share(task, n, cfg.model.attention_window) for n in sizes],
+            "scores the window can see (%)": [
+                100 * window_share(task, n, cfg.model.option("attention_window")) for n in sizes
+            ],
         },
         index=pd.Index(list(sizes), name="digits"),
     )
@@ -9770,7 +9779,7 @@ def places_example(cfg: RunConfig, n: int = 3, seed: int = 0):
     keep = batch.tokens[0] != PAD  # a format whose sums vary in length pads the row: drop the padding
     tokens = task.decode(batch.tokens[0][keep].tolist())
     frame = {"token": tokens, "position": batch.positions[0][keep].tolist()}
-    if cfg.model.digit_places:
+    if cfg.model.option("digit_places"):
         frame["place"] = place_layout(task, n, cfg.model)
     return pd.DataFrame(frame).T
 

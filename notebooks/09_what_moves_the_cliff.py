@@ -153,7 +153,7 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 # Four ways to train the study's model otherwise, each an option of the module and a config
 # field (off by default: the grid's runs keep their configs and hashes, tested), named in
 # `L.INTERVENTIONS`:
-# - **random positions** (`ModelConfig.random_positions = P`; Ruoss et al. 2023): in training
+# - **random positions** (the model option `random_positions=P`; Ruoss et al. 2023): in training
 #   and in evaluation alike, a sequence of L tokens reads a sorted random sample of L distinct
 #   positions from [0, P), P three times the longest test sequence rounded up to 64 (copy at
 #   n = 48 has 99 tokens: P = 320). Every position and distance an encoding is asked about at
@@ -170,7 +170,7 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 #   every step from one hint to the next, is trained. For NoPE and ALiBi; then, because ALiBi
 #   with hints still held no length past 16, **hints with random positions** (P = 640), where a
 #   count of positions can no longer stand in for the hints.
-# - **coupled positions** (`ModelConfig.position_coupling`; Cho et al. 2024), a fourth, chosen
+# - **coupled positions** (the model option `position_coupling`; Cho et al. 2024), a fourth, chosen
 #   because the three above held no length to n = 20. Each query of the answer (SEP, then each
 #   answer token) reads the position of the prompt token whose copy it must write, and the query
 #   that must write EOS reads one past the last source (copy: SEP's own position, where no prompt

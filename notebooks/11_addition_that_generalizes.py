@@ -102,7 +102,9 @@ with pd.option_context("display.max_colwidth", None):  # the runs in words, ingr
 #   Where its answers go wrong at 16 digits says why:
 
 # %%
-t5 = next(c for c in L.addition_pilot() if c.encoding == "t5" and c.lr == 3e-3 and not c.model.attention_window)
+t5 = next(
+    c for c in L.addition_pilot() if c.encoding == "t5" and c.lr == 3e-3 and not c.model.option("attention_window")
+)
 accuracy = L.answer_token_accuracy(L.load_run_model(t5, L.ADDITION_DIR), t5.make_task(), 16)
 print("Bidirectional T5 (lr 3e-3), 16-digit sums: teacher-forced accuracy (%) of each answer token")
 cells = [f"{token.replace('digit ', 'd')}: {100 * v:3.0f}" for token, v in accuracy.items()]

@@ -1,6 +1,5 @@
 """Helpers the test modules share (not a test module: no test imports from another test)."""
 
-import dataclasses
 import re
 from concurrent.futures import Future
 from pathlib import Path
@@ -72,7 +71,7 @@ def nudged_model(task: str, encoding: str, scale: float = 0.3) -> L.DecoderOnlyL
 
 def with_config(model: L.DecoderOnlyLM, **fields: Any) -> L.DecoderOnlyLM:
     """The same weights under a config with some fields changed (randomized positions, say)."""
-    other = L.DecoderOnlyLM(dataclasses.replace(model.config, **fields), model.vocab_size)
+    other = L.DecoderOnlyLM(L.ModelConfig.from_dict(model.config.to_dict() | fields), model.vocab_size)
     other.load_state_dict(model.state_dict())
     return other.eval()
 

@@ -37,8 +37,8 @@ def first_definitions(tree: ast.Module) -> dict[str, int]:
 
 def late_references(source: str) -> list[str]:
     """'line:where -> name' for each thing in sections 1-8 that belongs to a later section: a name
-    that a top-level definition uses and only a later section defines; an attribute of that name
-    or of a model option a chapter registers (`ModelOptions`); and, in
+    that a top-level definition uses and only a later section defines; an attribute of that name;
+    a model option a chapter registers (`ModelOptions`), read as an attribute or by `option`; and, in
     a comment or a string (the module's own docstring, its table of contents, aside), a backticked
     name of either kind or a mention of a later section."""
     lines = source.splitlines()
@@ -62,6 +62,13 @@ def late_references(source: str) -> list[str]:
                 found.append(f"{node.lineno}:{where} -> {sub.id}")
             elif isinstance(sub, ast.Attribute) and sub.attr in chapter:
                 found.append(f"{sub.lineno}:{where} -> .{sub.attr}")
+            elif (
+                isinstance(sub, ast.Call)
+                and isinstance(sub.func, ast.Attribute)
+                and sub.func.attr == "option"
+                and any(isinstance(a, ast.Constant) and a.value in chapter for a in sub.args)
+            ):
+                found.append(f"{sub.lineno}:{where} -> option({sub.args[0].value!r})")
             elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
                 found += [f"{sub.lineno}:{where} (text) -> {w}" for w in in_text(sub.value)]
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -85,11 +92,12 @@ def test_the_check_finds_a_reference_planted_into_a_chapter():
 def test_the_check_finds_a_chapter_setting_read_in_the_core():
     planted = SOURCE.replace(
         "        for limit in attention_masks(self.config):\n",
-        "        if self.config.digit_places:\n            pass\n        for limit in attention_masks(self.config):\n",
+        "        if self.config.option('digit_places'):\n            pass\n"
+        "        for limit in attention_masks(self.config):\n",
         1,
     )
     assert planted != SOURCE
-    assert [r.split(" -> ")[1] for r in late_references(planted)] == [".digit_places"]
+    assert [r.split(" -> ")[1] for r in late_references(planted)] == ["option('digit_places')"]
 
 
 def test_the_check_finds_a_comment_or_docstring_about_a_later_section():
@@ -157,13 +165,13 @@ def test_a_registered_build_hook_changes_the_model_once_built():
         zero_head: bool = False
 
     def build(model):
-        if model.config.zero_head:
+        if model.config.option("zero_head"):
             torch.nn.init.zeros_(model.lm_head.weight)
 
     L.register_model_options(L.ModelOptions(Zeroed, build=build))
-    assert L.DecoderOnlyLM(L.ModelConfig(zero_head=True)).lm_head.weight.abs().sum() == 0
+    assert L.DecoderOnlyLM(L.ModelConfig(options={"zero_head": True})).lm_head.weight.abs().sum() == 0
     assert L.DecoderOnlyLM(L.ModelConfig()).lm_head.weight.abs().sum() > 0
-    scaled = L.DecoderOnlyLM(L.ModelConfig(d_model=16, n_heads=2, scale_embeddings=True))
+    scaled = L.DecoderOnlyLM(L.ModelConfig(d_model=16, n_heads=2, options={"scale_embeddings": True}))
     assert scaled.emb_scale == 4.0 and L.DecoderOnlyLM(L.ModelConfig()).emb_scale == 1.0
 
 
@@ -231,6 +239,19 @@ def test_a_task_s_scoring_hook_decides_what_its_record_keeps(monkeypatch):
     assert record["mine"] == {"1": 1.0} and set(record["exact_match"].values()) == {0.5}
 
 
+def test_model_config_is_a_plain_dataclass_whose_options_are_read_by_name():
+    assert "__getattr__" not in vars(L.ModelConfig) and L.ModelConfig.__dataclass_params__.init  # its own __init__
+    cfg = L.ModelConfig(encoding="rope", options={"digit_places": 40, "attention_window": 0})
+    assert cfg.options == {"digit_places": 40}  # an option at its default is dropped: one config, one hash
+    assert cfg.option("digit_places") == 40 and cfg.option("attention_window") == 0
+    with pytest.raises(AttributeError):
+        cfg.digit_places  # noqa: B018
+    with pytest.raises(ValueError, match=r"unknown model option 'digit_place'.*digit_places"):
+        cfg.option("digit_place")
+    assert L.ModelConfig.from_dict(cfg.to_dict()) == cfg and cfg.to_dict()["digit_places"] == 40
+    assert dataclasses.replace(cfg, options=cfg.options | {"digit_places": 80}).option("digit_places") == 80
+
+
 def test_model_options_registered_from_outside_validate_hash_vary_the_encoding_and_mask():
 
     @dataclasses.dataclass
@@ -242,25 +263,25 @@ def test_model_options_registered_from_outside_validate_hash_vary_the_encoding_a
             return 2 * distance
 
     def check(config):
-        if config.blind_spot and config.encoding == "learned":
+        if config.option("blind_spot") and config.encoding == "learned":
             raise ValueError("blind_spot is not for the learned table")
 
     def blind(config):
-        spot = config.blind_spot
+        spot = config.option("blind_spot")
         return (lambda p: (p[..., :, None] - p[..., None, :]) != spot) if spot else None
 
-    louder = lambda c: LouderALiBi if c.blind_spot and c.encoding == "alibi" else None  # noqa: E731
+    louder = lambda c: LouderALiBi if c.option("blind_spot") and c.encoding == "alibi" else None  # noqa: E731
     L.register_model_options(L.ModelOptions(Mine, check=check, encoding=louder, attention_mask=blind))
     plain, mine = L.make_run("copy", "alibi", 0), L.make_run("copy", "alibi", 0, blind_spot=1)
     assert plain.hash == L.make_run("copy", "alibi", 0, blind_spot=0).hash  # at its default: the same run
-    assert mine.hash != plain.hash and mine.model.blind_spot == 1 and plain.model.blind_spot == 0
+    assert mine.hash != plain.hash and mine.model.option("blind_spot") == 1 and plain.model.option("blind_spot") == 0
     assert mine.to_dict()["model"]["blind_spot"] == 1 and L.RunConfig.from_dict(mine.to_dict()) == mine
     with pytest.raises(ValueError, match=r"Mine.blind_spot=-1 is out of range"):
-        L.ModelConfig(blind_spot=-1)
+        L.ModelConfig(options={"blind_spot": -1})
     with pytest.raises(ValueError, match="not for the learned table"):
-        L.ModelConfig(encoding="learned", blind_spot=1)
+        L.ModelConfig(encoding="learned", options={"blind_spot": 1})
     with pytest.raises(ValueError, match=r"no model setting 'blind_spott'; valid: .*blind_spot"):
-        L.ModelConfig(blind_spott=1)
+        L.ModelConfig(options={"blind_spott": 1})
     with pytest.raises(ValueError, match="registered already"):
         L.register_model_options(L.ModelOptions(Mine))
     model = L.DecoderOnlyLM(mine.model, 12).eval()
@@ -273,7 +294,7 @@ def test_model_options_registered_from_outside_validate_hash_vary_the_encoding_a
 
 def test_the_documented_model_setting_works_as_written():
     cfg = run_doc_example("Adding a model setting")["configs"][0]
-    assert cfg.model.recent_keys == 8 and cfg.hash != L.make_run("copy", "nope", seed=0).hash
+    assert cfg.model.option("recent_keys") == 8 and cfg.hash != L.make_run("copy", "nope", seed=0).hash
     model = L.DecoderOnlyLM(cfg.model, 12).eval()
     _, internals = model(torch.arange(1, 11)[None], return_internals=True)
     seen = internals.attentions[0][0, 0] > 0

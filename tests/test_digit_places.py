@@ -17,7 +17,7 @@ def lsd_addition() -> L.Task:
 
 
 def places_config(encoding: str = "rope", places: int = 72, **model) -> L.ModelConfig:
-    return L.ModelConfig(encoding=encoding, digit_places=places, **model)
+    return L.ModelConfig.from_dict({"encoding": encoding, "digit_places": places, **model})
 
 
 @pytest.mark.parametrize("answer", ["lsd", "msd"])
@@ -130,18 +130,18 @@ def test_a_digit_places_run_trains_short_and_is_scored_to_64_digits():
 def test_symmetric_alibi_penalizes_keys_at_later_positions_and_changes_nothing_else():
     q, k = torch.tensor([[3, 3, 3]]), torch.tensor([[1, 3, 6]])
     plain = L.make_encoding(L.ModelConfig(encoding="alibi"))
-    both = L.make_encoding(L.ModelConfig(encoding="alibi", alibi_symmetric=True))
+    both = L.make_encoding(L.ModelConfig(encoding="alibi", options={"alibi_symmetric": True}))
     slope = float(plain.slopes[0])
     assert plain.bias(q[0], k[0])[0, 0, 0].tolist() == pytest.approx([-2 * slope, 0, 3 * slope])  # boosted
     assert both.bias(q[0], k[0])[0, 0, 0].tolist() == pytest.approx([-2 * slope, 0, -3 * slope])
     causal = torch.arange(6)
     assert torch.equal(plain.bias(causal, causal).tril(), both.bias(causal, causal).tril())  # keys before: the same
     with pytest.raises(ValueError, match="alibi_symmetric changes ALiBi's bias; the encoding is 'rope'"):
-        L.ModelConfig(encoding="rope", alibi_symmetric=True)
+        L.ModelConfig(encoding="rope", options={"alibi_symmetric": True})
 
 
 def test_bidirectional_t5_buckets_keys_at_later_positions_apart_and_bounds_far_ones():
-    cfg = L.ModelConfig(encoding="t5", t5_bidirectional=True, t5_num_buckets=16, t5_max_distance=6)
+    cfg = L.ModelConfig(encoding="t5", t5_num_buckets=16, t5_max_distance=6, options={"t5_bidirectional": True})
     t5 = L.make_encoding(cfg)
     with torch.no_grad():
         t5.table.weight.copy_(torch.arange(16.0)[:, None].expand(16, cfg.n_heads))  # bias = bucket number
@@ -151,16 +151,16 @@ def test_bidirectional_t5_buckets_keys_at_later_positions_apart_and_bounds_far_o
     assert buckets[4:] == [9, 11, 15]  # keys after: 8 + the same buckets, 30 places away in the last one too
     assert L.t5_bucket(torch.tensor([6, 50]), 8, 6).tolist() == [7, 7]
     with pytest.raises(ValueError, match="t5_max_distance=4 must exceed 4, the distances the exact buckets cover"):
-        L.ModelConfig(encoding="t5", t5_bidirectional=True, t5_num_buckets=16, t5_max_distance=4)
+        L.ModelConfig(encoding="t5", t5_num_buckets=16, t5_max_distance=4, options={"t5_bidirectional": True})
     with pytest.raises(ValueError, match="t5_bidirectional changes T5's buckets; the encoding is 'nope'"):
-        L.ModelConfig(t5_bidirectional=True)
+        L.ModelConfig(options={"t5_bidirectional": True})
 
 
 @pytest.mark.parametrize("encoding", ["learned", "t5"])
 def test_position_init_std_sets_the_trained_tables_spread_and_changes_nothing_else(encoding):
     def model(**kw):
         torch.manual_seed(0)
-        return L.DecoderOnlyLM(L.ModelConfig(encoding=encoding, **kw), 12)
+        return L.DecoderOnlyLM(L.ModelConfig.from_dict({"encoding": encoding, **kw}), 12)
 
     default, explicit, wide = model(), model(position_init_std=0.02), model(position_init_std=1.0)
     for name, tensor in default.state_dict().items():  # the default draws exactly what it always drew
@@ -172,7 +172,7 @@ def test_position_init_std_sets_the_trained_tables_spread_and_changes_nothing_el
         L._hashed_fields(L.RunConfig(model=L.ModelConfig(encoding=encoding)).to_dict())
     )
     with pytest.raises(ValueError, match="position_init_std sets a trained position table's .* the encoding is 'rope'"):
-        L.ModelConfig(encoding="rope", position_init_std=1.0)
+        L.ModelConfig(encoding="rope", options={"position_init_std": 1.0})
 
 
 def test_window_mask_keeps_keys_within_w_positions_on_either_side():
@@ -186,7 +186,7 @@ def test_window_mask_keeps_keys_within_w_positions_on_either_side():
 @pytest.mark.parametrize("encoding", ["rope", "t5", "nope"])
 def test_a_windowed_query_reads_nothing_beyond_its_window(encoding):
     torch.manual_seed(0)
-    cfg = L.ModelConfig(encoding=encoding, n_layers=1, attention_window=2)
+    cfg = L.ModelConfig(encoding=encoding, n_layers=1, options={"attention_window": 2})
     model = L.DecoderOnlyLM(cfg, 12).eval()
     idx = torch.randint(3, 12, (1, 10))
     positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 3, 4]])  # the last two queries sit back at 3 and 4
@@ -196,15 +196,15 @@ def test_a_windowed_query_reads_nothing_beyond_its_window(encoding):
         base, moved_far, moved_near = (model(x, positions)[0, 8] for x in (idx, far, near))
     assert torch.equal(base, moved_far)  # 7 is 4 away from the query at 3
     assert not torch.allclose(base, moved_near)  # 5 is 2 away: inside
-    wide = L.DecoderOnlyLM(dataclasses.replace(cfg, attention_window=50), 12).eval()
-    plain = L.DecoderOnlyLM(dataclasses.replace(cfg, attention_window=0), 12).eval()
+    wide = L.DecoderOnlyLM(dataclasses.replace(cfg, options=cfg.options | {"attention_window": 50}), 12).eval()
+    plain = L.DecoderOnlyLM(dataclasses.replace(cfg, options=cfg.options | {"attention_window": 0}), 12).eval()
     plain.load_state_dict(wide.state_dict())
     with torch.no_grad():  # a window wider than every distance changes nothing
         assert torch.allclose(wide(idx, positions), plain(idx, positions), atol=1e-6)
 
 
 def test_windowed_models_decode_uncached_and_earlier_runs_keep_their_names():
-    model = L.DecoderOnlyLM(L.ModelConfig(encoding="rope", attention_window=3), 12)
+    model = L.DecoderOnlyLM(L.ModelConfig(encoding="rope", options={"attention_window": 3}), 12)
     prompt = torch.tensor([[L.BOS, 5, 6, L.SEP]])
     with pytest.raises(ValueError, match=r"masked \(attention_window=3\) decodes uncached"):
         L.generate(model, prompt, 3)
@@ -212,7 +212,7 @@ def test_windowed_models_decode_uncached_and_earlier_runs_keep_their_names():
         L.new_cache(model, 1, 8)
     assert L.generate(model, prompt, 3, use_cache=False).shape == (1, 7)
     assert "attention_window" not in str(L._hashed_fields(L.RunConfig().to_dict()))
-    assert L.addition_run("lsd+places+window", "rope").model.attention_window == 2
+    assert L.addition_run("lsd+places+window", "rope").model.option("attention_window") == 2
 
 
 def test_longest_held_is_the_first_size_below_the_level_minus_one():
@@ -285,17 +285,19 @@ def test_top_marker_puts_plus_above_the_operands_top_digit_and_moves_nothing_els
     cfg = places_config(top_marker=True)
     batch = L.model_positions(cfg, L.single_length_batch(task, n, 32, g), g, task)
     assert torch.equal(batch.positions[:, n + 1] - batch.positions[:, 0], torch.full((32,), n + 1))
-    assert int(batch.positions.max()) < cfg.digit_places
+    assert int(batch.positions.max()) < cfg.option("digit_places")
     with pytest.raises(ValueError, match="top_marker places the \\+ of a digit-places layout"):
-        L.ModelConfig(encoding="rope", top_marker=True)
+        L.ModelConfig(encoding="rope", options={"top_marker": True})
     assert "top_marker" not in str(L._hashed_fields(L.addition_run(*L.ADDITION_BEST).to_dict()))
 
 
 def test_more_places_are_refused_where_they_would_change_what_the_model_computes():
     narrow = L.exact_run(0, **L.DIGIT_SETS_WINDOW_1)
     wider = L.with_more_places(narrow, 2100)
-    assert wider.model.digit_places == 2100 and wider.eval_max_len == 2096  # size n's places reach n + 3
-    assert wider.model.attention_window == narrow.model.attention_window and wider.seed == narrow.seed
+    assert wider.model.option("digit_places") == 2100 and wider.eval_max_len == 2096  # size n's places reach n + 3
+    assert (
+        wider.model.option("attention_window") == narrow.model.option("attention_window") and wider.seed == narrow.seed
+    )
     with pytest.raises(ValueError, match="absolute positions"):
         L.with_more_places(
             dataclasses.replace(narrow, model=dataclasses.replace(narrow.model, encoding="sinusoidal")), 640
@@ -303,7 +305,9 @@ def test_more_places_are_refused_where_they_would_change_what_the_model_computes
     no_window = L.exact_run(0, attention_window=0)
     with pytest.raises(ValueError, match="attention_window=0 over 320 places"):
         L.with_more_places(no_window, 640)
-    assert L.with_more_places(L.exact_run(0), 640).model.attention_window == 2  # the window of 2 may have more
+    assert (
+        L.with_more_places(L.exact_run(0), 640).model.option("attention_window") == 2
+    )  # the window of 2 may have more
     with pytest.raises(ValueError, match="out of range; valid: an integer >= the 320 trained"):
         L.with_more_places(narrow, 100)
     with pytest.raises(ValueError, match="without digit places"):

@@ -106,10 +106,10 @@ def test_random_positions_off_is_todays_model_and_hash():
 
 def test_random_positions_config_checks_the_learned_table():
     with pytest.raises(ValueError, match="max_positions >= random_positions"):
-        L.ModelConfig(encoding="learned", random_positions=320)
-    L.ModelConfig(encoding="learned", random_positions=320, max_positions=320)
+        L.ModelConfig(encoding="learned", options={"random_positions": 320})
+    L.ModelConfig(encoding="learned", max_positions=320, options={"random_positions": 320})
     with pytest.raises(ValueError, match="random_positions"):
-        L.ModelConfig(random_positions=-1)
+        L.ModelConfig(options={"random_positions": -1})
 
 
 def test_training_and_evaluation_read_random_positions(monkeypatch):
@@ -158,7 +158,9 @@ def test_interventions_name_runs_apart_from_the_grid():
     assert runs["index hints"].task == "copy_hints"
     assert L.intervention_run("random positions", "copy", "learned", 0).model.max_positions == 320  # 3 x 99, up to 64s
     both = L.intervention_run("hints + random positions", "reverse", "learned", 0)
-    assert both.task == "reverse_hints" and both.model.random_positions == both.model.max_positions == 640  # 3 x 195
+    assert (
+        both.task == "reverse_hints" and both.model.option("random_positions") == both.model.max_positions == 640
+    )  # 3 x 195
     with pytest.raises(ValueError, match="unknown intervention 'dropout'.*random positions"):
         L.intervention_run("dropout", "copy", "nope")
     cliff = L.cliff_interventions()
@@ -285,7 +287,9 @@ def check_coupled(batch, coupled, task, natural):
 def test_coupled_positions_point_each_answer_query_at_its_source(name, random):
     task = L.get_task(name)
     batch = L.packed_training_batch(task, [1, 2, 5, 9, 16, 16, 3], draw())
-    config = L.ModelConfig(encoding="rope", position_coupling=True, random_positions=100 if random else 0)
+    config = L.ModelConfig(
+        encoding="rope", options={"position_coupling": True, "random_positions": 100 if random else 0}
+    )
     coupled = L.model_positions(config, batch, draw(7), task)
     natural = L.randomize_positions(batch, 100, draw(7)).positions if random else batch.positions
     check_coupled(batch, coupled, task, natural)
@@ -319,7 +323,7 @@ def test_inspection_reads_the_positions_a_model_was_trained_at():
     plain = L.inspection_batch("reverse", 9, 8)
     same = L.inspection_batch("reverse", 9, 8, config=L.ModelConfig(encoding="rope"))
     assert torch.equal(plain.positions, same.positions) and torch.equal(plain.tokens, same.tokens)
-    config = L.ModelConfig(encoding="rope", position_coupling=True, random_positions=100)
+    config = L.ModelConfig(encoding="rope", options={"position_coupling": True, "random_positions": 100})
     coupled = L.inspection_batch("reverse", 9, 8, config=config)
     assert torch.equal(coupled.tokens, plain.tokens)
     src = torch.tensor(L.coupled_sources(L.get_task("reverse"), 9))

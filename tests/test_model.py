@@ -188,7 +188,7 @@ def test_positions_that_skip_are_not_given_the_shared_bias():
 
 def test_scaled_embeddings_are_the_table_times_sqrt_d_and_decode_the_same_cached():
     torch.manual_seed(0)
-    scaled = L.DecoderOnlyLM(L.ModelConfig(encoding="sinusoidal", scale_embeddings=True)).eval()
+    scaled = L.DecoderOnlyLM(L.ModelConfig(encoding="sinusoidal", options={"scale_embeddings": True})).eval()
     plain = L.DecoderOnlyLM(L.ModelConfig(encoding="sinusoidal")).eval()
     plain.load_state_dict(scaled.state_dict())
     with torch.no_grad():

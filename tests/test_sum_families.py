@@ -166,7 +166,7 @@ def test_record_entries_may_not_replace_what_every_record_has():
 
 
 def test_queries_that_reach_only_zeros_share_one_state_whatever_the_weights():
-    cfg = L.ModelConfig(encoding="rope", digit_places=40, attention_window=2)
+    cfg = L.ModelConfig(encoding="rope", options={"digit_places": 40, "attention_window": 2})
     model = L.perturb_weights(L.DecoderOnlyLM(cfg, 15).eval())
     task = L.get_task("addition", {"answer": "lsd"})
     states = L.answer_query_states(model, task, 12, "all zeros", count=4)
@@ -182,7 +182,7 @@ def test_queries_that_reach_only_zeros_share_one_state_whatever_the_weights():
 
 
 def test_the_top_marker_gives_the_top_queries_states_apart_on_zeros():
-    cfg = L.ModelConfig(encoding="rope", digit_places=40, attention_window=2, top_marker=True)
+    cfg = L.ModelConfig(encoding="rope", options={"digit_places": 40, "attention_window": 2, "top_marker": True})
     model = L.perturb_weights(L.DecoderOnlyLM(cfg, 15).eval())
     states = L.answer_query_states(model, L.get_task("addition", {"answer": "lsd"}), 12, "all zeros", count=4)
     top = states[states["predicts"].isin(["digit 12", "digit 13", "EOS"])]
