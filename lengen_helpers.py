@@ -8,10 +8,11 @@ The teaching core, sections 1-8, is the model and how it is trained and scored; 
 experiment and names nothing defined after it (a test over the module's syntax tree keeps it so).
 A chapter adds itself by registering: a task (`register_task`), a format that wraps tasks
 (`register_task_wrapper`), an encoding (`register_encoding`), a position scheme
-(`register_position_scheme`); what it trains is a row of the experiments section (17). Sections
-9-16 hold each chapter's mechanisms (what it builds, measures and trains); sections 18-25 what its
-notebook shows of them (tables, figures, claims and verdicts), in the same order; nothing in 1-17
-calls them:
+(`register_position_scheme`), model options (`register_model_options`), and the experiments it
+trains (`register_experiment`). Section 9 holds what every chapter reads its runs with; then one
+section per notebook, in the notebooks' order, each read top to bottom: its mechanism, its runs,
+then what its notebook shows (tables, figures, verdicts), which nothing above calls. No definition
+names anything defined in a later section:
 
     1. tasks                           (copy, reverse, their batches; a registry for more, with formats)
     2. positional encodings            (nope, sinusoidal, learned, rope, alibi, t5; a registry)
@@ -20,19 +21,18 @@ calls them:
     5. fast decoding                   (the caches, filled from one forward pass, then one token at a time)
     6. exact match                     (teacher-forced, per length)
     7. training one run                (RunConfig, train_run, checkpoints)
-    8. the sweep                       (resumable, parallel, any concurrent.futures executor)
-    9. verification                    (02: the encoder-decoder Transformer, PyTorch references, checks)
-   10. analysis                        (03, 04: records -> frames, reciprocal ranks, bootstraps; the ablation)
-   11. attention inspection            (05: pointer heads, JSD similarity to NoPE)
-   12. the paper's other tasks         (07: eight tasks, the ranking across them two ways)
-   13. how NoPE knows where it is      (08: the theorems as hand-set weights, probes)
-   14. what moves the cliff            (09: failure anatomy, attention scaling, training interventions)
-   15. scratchpads                     (10: a task's steps before its answer, scored on the final answer)
-   16. addition that generalizes       (11: digit places as positions, Cho et al. and McLeish et al.)
-   17. the experiments                 (every named set of runs: its runs, folder and notebook, one table)
-18-25. tables, figures and verdicts    (one section per chapter 9-16: what its notebook shows)
-   26. benchmarks                      (03, 06: training throughput, decoding caches)
-   27. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
+    8. the sweep                       (resumable, parallel, any concurrent.futures executor; experiments)
+    9. what every chapter shares       (caches, compute in copy runs, records -> frames, the paper's statistics)
+   10. verification                    (01, 02: the encoder-decoder Transformer, PyTorch references, checks)
+   11. the grid                        (03, 04: reciprocal ranks, bootstraps, the ablation, training's speed)
+   12. attention inspection            (05: pointer heads, JSD similarity to NoPE, the explorer)
+   13. the decoding benchmark          (06: the caches against recomputing every step)
+   14. the paper's other tasks         (07: eight tasks, the ranking across them two ways)
+   15. how NoPE knows where it is      (08: the theorems as hand-set weights, probes)
+   16. what moves the cliff            (09: failure anatomy, attention scaling, training interventions)
+   17. scratchpads                     (10: a task's steps before its answer, scored on the final answer)
+   18. addition that generalizes       (11: digit places as positions, Cho et al. and McLeish et al.)
+   19. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
@@ -158,15 +158,10 @@ def check_ranges(config: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 # 1. Tasks (notebook 01)
 # ---------------------------------------------------------------------------------------------
-
-
 PAD, BOS, SEP, EOS = 0, 1, 2, 3  # the special tokens every task shares
 SPECIAL_TOKENS = ("<pad>", "<s>", "<sep>", "</s>")
 N_SPECIAL = len(SPECIAL_TOKENS)
 N_SYMBOLS = 20
-# Task options whose values are written name-value in a task's key (`Task.key`): an option whose
-# values could be mistaken for another option's registers itself here.
-KEYED_BY_NAME: set[str] = set()
 VOCAB_SIZE = N_SPECIAL + N_SYMBOLS  # copy's and reverse's: the special tokens and 20 symbols
 
 
@@ -190,6 +185,7 @@ class Task:
     # it changes (`RunConfig.task_options`); with every option at its default a task is the one
     # the study first trained, so its runs keep their records.
     options: dict[str, tuple[str, ...]] = {}
+    added_options: frozenset[str] = frozenset()  # options given from outside (`add_task_option`)
 
     def __init__(self, **options: str) -> None:
         for key, value in options.items():
@@ -204,8 +200,9 @@ class Task:
     @property
     def key(self) -> str:
         """The task's name, with each option that differs from its default (`addition.paper`;
-        an option in KEYED_BY_NAME is written name-value, `option-value`): names its runs."""
-        changed = [f"{k}-{v}" if k in KEYED_BY_NAME else v for k, v in self.format.items() if v != self.options[k][0]]
+        an option added from outside is written name-value, `option-value`): names its runs."""
+        named = self.added_options
+        changed = [f"{k}-{v}" if k in named else v for k, v in self.format.items() if v != self.options[k][0]]
         return ".".join([self.name, *changed])
 
     @property
@@ -295,6 +292,20 @@ def register_task(cls: type[Task]) -> type[Task]:
         raise ValueError(f"{cls.__name__} needs a `name` to be registered")
     TASKS[cls.name] = cls
     return cls
+
+
+def add_task_option(task: str, name: str, values: Sequence[str]) -> None:
+    """Give the registered `task` one more option (`values`: its valid values, the first the
+    default), as a format added to tasks from outside them. In a task's key it is written
+    name-value (`name-value`): its values, chosen apart from the task's own, could be mistaken
+    for them."""
+    if task not in TASKS:
+        raise _unknown("task", task, TASKS)
+    cls = TASKS[task]
+    if name in cls.options:
+        raise ValueError(f"task {task!r} has an option {name!r} already")
+    cls.options = {**cls.options, name: tuple(values)}
+    cls.added_options = cls.added_options | {name}
 
 
 def register_task_wrapper(wrap: Callable[[Task], Task]) -> Callable[[Task], Task]:
@@ -547,7 +558,7 @@ def task_of_key(key: str) -> Task:
     options = {}
     for value in values:
         named = value.split("-", 1)
-        if named[0] in KEYED_BY_NAME and named[0] in task.options and len(named) == 2:
+        if named[0] in task.added_options and len(named) == 2:
             options[named[0]] = named[1]
             continue
         option = next((k for k, valid in task.options.items() if value in valid[1:]), None)
@@ -560,12 +571,8 @@ def task_of_key(key: str) -> Task:
 # ---------------------------------------------------------------------------------------------
 # 2. Positional encodings (notebook 01)
 # ---------------------------------------------------------------------------------------------
-
-
 # Each encoding overrides one of three hooks: add to the token embeddings, rotate queries and
 # keys, or add a bias to the attention logits. `positions` are integer tensors (.., T).
-
-
 class PositionalEncoding(nn.Module):
     """Subclass, set `name`, override one hook, and register with `@register_encoding`: the new
     encoding then joins the grid, the figures and the explorer with no other edit."""
@@ -622,7 +629,7 @@ def encoding_names() -> tuple[str, ...]:
     return tuple(ENCODINGS)
 
 
-def label(encoding: str) -> str:
+def encoding_title(encoding: str) -> str:
     """An encoding's name in tables and figures (its class's `label`); other names pass through."""
     cls = ENCODINGS.get(encoding)
     return (cls.label or cls.name) if cls is not None else encoding
@@ -803,7 +810,7 @@ class T5Bias(PositionalEncoding):
         super().__init__(cfg)
         self.table = nn.Embedding(cfg.t5_num_buckets, cfg.n_heads)
 
-    exact_share, exact_words = 2, "half"  # the share of the buckets that are exact distances
+    exact_share = 2  # 1/exact_share of the buckets are exact distances
 
     @classmethod
     def check(cls, cfg: ModelConfig) -> None:
@@ -811,7 +818,7 @@ class T5Bias(PositionalEncoding):
         if cfg.t5_max_distance <= exact:
             raise ValueError(
                 f"t5_max_distance={cfg.t5_max_distance} must exceed {exact}, the distances the exact "
-                f"buckets cover ({cls.exact_words} of t5_num_buckets={cfg.t5_num_buckets})"
+                f"buckets cover (1/{cls.exact_share} of t5_num_buckets={cfg.t5_num_buckets})"
             )
 
     def bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
@@ -825,8 +832,6 @@ class T5Bias(PositionalEncoding):
 # ---------------------------------------------------------------------------------------------
 # 3. Attention (notebooks 01 and 02)
 # ---------------------------------------------------------------------------------------------
-
-
 class HookPoint(nn.Module):
     """An identity that names a tensor inside the model, so code outside it can read or change
     that tensor (`register_forward_hook`, or the `hooked` context manager) without the model
@@ -967,8 +972,6 @@ class MultiHeadAttention(nn.Module):
 # ---------------------------------------------------------------------------------------------
 # 4. Blocks and the decoder-only model (notebook 01)
 # ---------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class ModelOptions:
     """Settings a chapter adds to the model, registered with `register_model_options`.
@@ -1252,8 +1255,6 @@ def _init_weights(module: nn.Module) -> None:
 # ---------------------------------------------------------------------------------------------
 # 5. Fast decoding: the same maths, one token at a time (notebook 06)
 # ---------------------------------------------------------------------------------------------
-
-
 # Greedy generation feeds one new token per step. Re-running the whole sequence each step costs
 # O(T^2) per step; a cache of what earlier positions computed makes a step cost O(T). Two caches
 # serve the same attention: the textbook one keeps every layer's keys and values; the input cache
@@ -1261,8 +1262,6 @@ def _init_weights(module: nn.Module) -> None:
 # attention's products (notebook 06 derives it). Both are allocated once, written in place, and
 # read as views of the filled prefix. The step functions below restate `forward` for a single
 # token with plain function calls: in generation's inner loop the cost is per call, not per flop.
-
-
 class _Cache:
     """What both decoding caches share: preallocated tensors, the filled length, a bounds check."""
 
@@ -1629,8 +1628,6 @@ def _check_generation(
 # ---------------------------------------------------------------------------------------------
 # 6. Exact match (notebooks 02 and 04)
 # ---------------------------------------------------------------------------------------------
-
-
 @contextlib.contextmanager
 def evaluating(model: nn.Module):
     """The model in eval mode (no dropout) and no gradients recorded within the block, then back
@@ -1722,8 +1719,6 @@ def greedy_exact_match(model: DecoderOnlyLM, batch: Batch) -> Tensor:
 # ---------------------------------------------------------------------------------------------
 # 7. Training one run (notebook 03)
 # ---------------------------------------------------------------------------------------------
-
-
 @dataclass
 class RunConfig:
     """One training run. Defaults are the study's settings (the baseline's, see README)."""
@@ -2107,130 +2102,9 @@ def training_lengths(cfg: RunConfig, generator: torch.Generator) -> list[int]:
     return [sizes[i] for i in draws.tolist()]
 
 
-def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, computed: bool = False) -> float:
-    """Useful FLOPs of one training step: matmuls over the real tokens only, causal attention
-    over each real sequence, forward plus backward (= 3x forward). Padding counts as waste.
-    With computed=True, what the model computes instead: every slot of every row, padding
-    included, and attention over whole rows (the compute a run spends)."""
-    d, L = cfg.d_model, cfg.n_layers
-    seg = batch.segments[:, :-1]
-    dense = 2 * (4 * d * d + 2 * d * cfg.d_ff) * L + 2 * d * vocab_size  # per token
-    if computed:
-        B, T = seg.shape
-        return 3.0 * (B * T * dense + B * L * 2 * 2 * d * T * T)
-    tokens = int((seg >= 0).sum())
-    attention = 0
-    for row in seg:
-        for s in row.unique():
-            if s >= 0:
-                S = int((row == s).sum())
-                attention += L * 2 * d * S * (S + 1)  # q.k and weights.v over t+1 keys, t = 0..S-1
-    return 3.0 * (tokens * dense + attention)
-
-
-def read_keyed_cache(path: str | Path | None, columns: Sequence[str], what: str) -> dict[tuple[str, ...], str]:
-    """A CSV cache of one value per key (`columns`: the key's, then the value's), as {key: value},
-    all as text: empty if `path` is None or absent; a file of other columns (not a `what` cache)
-    is refused, never overwritten."""
-    if path is None or not Path(path).exists():
-        return {}
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows or rows[0] != list(columns):
-        raise ValueError(f"{path} is not a {what} cache (header {rows[:1]}, expected {list(columns)}); move it aside")
-    return {tuple(r[:-1]): r[-1] for r in rows[1:]}
-
-
-def write_keyed_cache(path: str | Path, columns: Sequence[str], entries: Mapping[tuple[str, ...], str]) -> None:
-    """Every entry (key -> value, as `read_keyed_cache` gives them) to `path`, atomically."""
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "w", newline="") as f:
-            csv.writer(f).writerows([list(columns), *([*k, v] for k, v in entries.items())])
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(Path(path), write)
-
-
-def _median_time(fn: Callable[[], Any], repeats: int) -> float:
-    """The median wall time, in seconds, of `repeats` calls of `fn`."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
-# An estimate of a run's compute is a fixed function of its config (the batches are a seeded
-# draw): each is kept in one file, keyed by the run's hash, the number of batches sampled and its
-# name, so that a notebook reads it instead of drawing the batches again. None: every estimate afresh.
-COMPUTE_CACHE: Path | None = RESULTS_DIR / "compute.csv"
-COMPUTE_CACHE_COLUMNS = ["config_hash", "sample_steps", "name", "flops"]
-
-
-def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
-    """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
-    estimated from its first `sample_steps` batches (read from `COMPUTE_CACHE` where it holds the
-    estimate, else computed and added to it). The study states compute in copy runs: the FLOPs of
-    one 5,000-step copy run of its model."""
-    known = read_keyed_cache(COMPUTE_CACHE, COMPUTE_CACHE_COLUMNS, "compute")
-    key = (cfg.hash, str(sample_steps), cfg.name)
-    if key in known:
-        return float(known[key])
-    g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_training_task()
-    per_step = np.mean(
-        [
-            training_step_flops(training_batch(task, cfg, g, cfg.packed), cfg.model, task.vocab_size, computed=True)
-            for _ in range(sample_steps)
-        ]
-    )
-    flops = float(per_step * cfg.steps)
-    if COMPUTE_CACHE is not None:
-        write_keyed_cache(COMPUTE_CACHE, COMPUTE_CACHE_COLUMNS, known | {key: repr(flops)})
-    return flops
-
-
-def loss_at(record: dict[str, Any], step: int) -> float:
-    """A record's training loss at `step`: the mean over the `loss_curve` interval ending there."""
-    curve = record["loss_curve"]
-    if step % curve["every"] or not 0 < step <= curve["every"] * len(curve["mean_loss"]):
-        raise ValueError(
-            f"{record['name']} logs its loss every {curve['every']} steps to step "
-            f"{curve['every'] * len(curve['mean_loss'])}; no interval ends at {step}"
-        )
-    return float(curve["mean_loss"][step // curve["every"] - 1])
-
-
-# A run whose loss is still falling at its last step has not finished learning: a comparison
-# waits for it to train longer. "Still falling": down by more than a tenth over the last steps,
-# while the cosine schedule brings the learning rate towards 0.
-STILL_FALLING = 0.1
-
-
-def still_falling(before: float, last: float, falling: float = STILL_FALLING) -> bool:
-    """Whether a loss that went from `before` to `last` over a run's last steps is still falling:
-    down by more than the fraction `falling`."""
-    return last < (1 - falling) * before
-
-
-# The study states compute in copy runs: the training FLOPs of one 5,000-step copy run of its
-# model (NoPE, seed 0), estimated once per process from 100 sampled batches.
-COPY_RUN_SAMPLE_STEPS = 100
-
-
-@functools.cache
-def copy_run_flops() -> float:
-    """The FLOPs of one copy run, the study's unit of compute (`run_compute_flops` of copy, NoPE,
-    seed 0, from `COPY_RUN_SAMPLE_STEPS` batches), computed once and cached."""
-    return run_compute_flops(make_run("copy", "nope", 0), sample_steps=COPY_RUN_SAMPLE_STEPS)
-
-
 # ---------------------------------------------------------------------------------------------
 # 8. The sweep: resumable, parallel, any concurrent.futures executor (notebook 03)
 # ---------------------------------------------------------------------------------------------
-
-
 def grid(
     tasks: Sequence[str] = ("copy", "reverse"),
     encodings: Sequence[str] | None = None,
@@ -2257,8 +2131,8 @@ class Experiment:
         return Path(results_dir) / self.folder
 
 
-# Every experiment of the study, one row each, registered by name (`register_experiment`): the
-# experiments section, after the chapters, lists them all, so nothing here changes with a chapter.
+# Every experiment of the study, registered by name (`register_experiment`) in the section of the
+# chapter that trains it, so nothing here changes with a chapter.
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
@@ -2274,37 +2148,6 @@ def experiment(name: str) -> Experiment:
     if name not in EXPERIMENTS:
         raise _unknown("experiment", name, EXPERIMENTS)
     return EXPERIMENTS[name]
-
-
-def _listed(values: Iterable[Any]) -> str:
-    """Distinct values in first-seen order, joined: "a, b" (numbers as they print with :g)."""
-    seen = dict.fromkeys(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
-    return ", ".join(seen)
-
-
-def experiments_table(results_dir: str | Path = RESULTS_DIR) -> pd.DataFrame:
-    """Every registered experiment, a row each, in the order registered: its runs and how many
-    have a record under `results_dir`, its tasks, encodings, seeds, models (layers x d_model),
-    steps and learning rates, its results folder and the notebook that reads it."""
-    rows = []
-    for exp in EXPERIMENTS.values():
-        runs, folder = exp.runs(), exp.results_dir(results_dir)
-        rows.append(
-            {
-                "experiment": exp.name,
-                "runs": len(runs),
-                "recorded": sum(record_path(folder, c).exists() for c in runs),
-                "tasks": _listed(c.task for c in runs),
-                "encodings": _listed(c.encoding for c in runs),
-                "seeds": _listed(c.seed for c in runs),
-                "model": _listed(f"{c.model.n_layers}x{c.model.d_model}" for c in runs),
-                "steps": _listed(c.steps for c in runs),
-                "learning rate": _listed(c.lr for c in runs),
-                "folder": f"results/{exp.folder}".rstrip("/."),
-                "notebook": exp.notebook,
-            }
-        )
-    return pd.DataFrame(rows).set_index("experiment")
 
 
 def record_path(results_dir: Path, cfg: RunConfig) -> Path:
@@ -2472,15 +2315,496 @@ def sweep(
 
 
 # ---------------------------------------------------------------------------------------------
-# 9. Verification against PyTorch, and pictures (notebooks 01 and 02)
+# 9. What every chapter shares: caches, compute, records read back, tables and figures (notebooks 03-11)
 # ---------------------------------------------------------------------------------------------
+# The core trains and records runs; the chapters read them. What they all read them with
+# lives here: caches of computed tables, compute in copy runs, the records as frames, the
+# paper's statistics, a run's model loaded back, and the exact-match-by-length figure.
 
 
+def read_keyed_cache(path: str | Path | None, columns: Sequence[str], what: str) -> dict[tuple[str, ...], str]:
+    """A CSV cache of one value per key (`columns`: the key's, then the value's), as {key: value},
+    all as text: empty if `path` is None or absent; a file of other columns (not a `what` cache)
+    is refused, never overwritten."""
+    if path is None or not Path(path).exists():
+        return {}
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or rows[0] != list(columns):
+        raise ValueError(f"{path} is not a {what} cache (header {rows[:1]}, expected {list(columns)}); move it aside")
+    return {tuple(r[:-1]): r[-1] for r in rows[1:]}
+
+
+def write_keyed_cache(path: str | Path, columns: Sequence[str], entries: Mapping[tuple[str, ...], str]) -> None:
+    """Every entry (key -> value, as `read_keyed_cache` gives them) to `path`, atomically."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            csv.writer(f).writerows([list(columns), *([*k, v] for k, v in entries.items())])
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(Path(path), write)
+
+
+def _median_time(fn: Callable[[], Any], repeats: int) -> float:
+    """The median wall time, in seconds, of `repeats` calls of `fn`."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def training_step_flops(batch: Batch, cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, computed: bool = False) -> float:
+    """Useful FLOPs of one training step: matmuls over the real tokens only, causal attention
+    over each real sequence, forward plus backward (= 3x forward). Padding counts as waste.
+    With computed=True, what the model computes instead: every slot of every row, padding
+    included, and attention over whole rows (the compute a run spends)."""
+    d, L = cfg.d_model, cfg.n_layers
+    seg = batch.segments[:, :-1]
+    dense = 2 * (4 * d * d + 2 * d * cfg.d_ff) * L + 2 * d * vocab_size  # per token
+    if computed:
+        B, T = seg.shape
+        return 3.0 * (B * T * dense + B * L * 2 * 2 * d * T * T)
+    tokens = int((seg >= 0).sum())
+    attention = 0
+    for row in seg:
+        for s in row.unique():
+            if s >= 0:
+                S = int((row == s).sum())
+                attention += L * 2 * d * S * (S + 1)  # q.k and weights.v over t+1 keys, t = 0..S-1
+    return 3.0 * (tokens * dense + attention)
+
+
+# An estimate of a run's compute is a fixed function of its config (the batches are a seeded
+# draw): each is kept in one file, keyed by the run's hash, the number of batches sampled and its
+# name, so that a notebook reads it instead of drawing the batches again. None: every estimate afresh.
+COMPUTE_CACHE: Path | None = RESULTS_DIR / "compute.csv"
+COMPUTE_CACHE_COLUMNS = ["config_hash", "sample_steps", "name", "flops"]
+
+
+def run_compute_flops(cfg: RunConfig, sample_steps: int = 200) -> float:
+    """The FLOPs a run spends training (`training_step_flops(computed=True)` times its steps),
+    estimated from its first `sample_steps` batches (read from `COMPUTE_CACHE` where it holds the
+    estimate, else computed and added to it). The study states compute in copy runs: the FLOPs of
+    one 5,000-step copy run of its model."""
+    known = read_keyed_cache(COMPUTE_CACHE, COMPUTE_CACHE_COLUMNS, "compute")
+    key = (cfg.hash, str(sample_steps), cfg.name)
+    if key in known:
+        return float(known[key])
+    g, task = torch.Generator().manual_seed(cfg.seed), cfg.make_training_task()
+    per_step = np.mean(
+        [
+            training_step_flops(training_batch(task, cfg, g, cfg.packed), cfg.model, task.vocab_size, computed=True)
+            for _ in range(sample_steps)
+        ]
+    )
+    flops = float(per_step * cfg.steps)
+    if COMPUTE_CACHE is not None:
+        write_keyed_cache(COMPUTE_CACHE, COMPUTE_CACHE_COLUMNS, known | {key: repr(flops)})
+    return flops
+
+
+def loss_at(record: dict[str, Any], step: int) -> float:
+    """A record's training loss at `step`: the mean over the `loss_curve` interval ending there."""
+    curve = record["loss_curve"]
+    if step % curve["every"] or not 0 < step <= curve["every"] * len(curve["mean_loss"]):
+        raise ValueError(
+            f"{record['name']} logs its loss every {curve['every']} steps to step "
+            f"{curve['every'] * len(curve['mean_loss'])}; no interval ends at {step}"
+        )
+    return float(curve["mean_loss"][step // curve["every"] - 1])
+
+
+# A run whose loss is still falling at its last step has not finished learning: a comparison
+# waits for it to train longer. "Still falling": down by more than a tenth over the last steps,
+# while the cosine schedule brings the learning rate towards 0.
+STILL_FALLING = 0.1
+
+
+def still_falling(before: float, last: float, falling: float = STILL_FALLING) -> bool:
+    """Whether a loss that went from `before` to `last` over a run's last steps is still falling:
+    down by more than the fraction `falling`."""
+    return last < (1 - falling) * before
+
+
+# The study states compute in copy runs: the training FLOPs of one 5,000-step copy run of its
+# model (NoPE, seed 0), estimated once per process from 100 sampled batches.
+COPY_RUN_SAMPLE_STEPS = 100
+
+
+@functools.cache
+def copy_run_flops() -> float:
+    """The FLOPs of one copy run, the study's unit of compute (`run_compute_flops` of copy, NoPE,
+    seed 0, from `COPY_RUN_SAMPLE_STEPS` batches), computed once and cached."""
+    return run_compute_flops(make_run("copy", "nope", 0), sample_steps=COPY_RUN_SAMPLE_STEPS)
+
+
+def _listed(values: Iterable[Any]) -> str:
+    """Distinct values in first-seen order, joined: "a, b" (numbers as they print with :g)."""
+    seen = dict.fromkeys(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+    return ", ".join(seen)
+
+
+def experiments_table(results_dir: str | Path = RESULTS_DIR) -> pd.DataFrame:
+    """Every registered experiment, a row each, in the order registered: its runs and how many
+    have a record under `results_dir`, its tasks, encodings, seeds, models (layers x d_model),
+    steps and learning rates, its results folder and the notebook that reads it."""
+    rows = []
+    for exp in EXPERIMENTS.values():
+        runs, folder = exp.runs(), exp.results_dir(results_dir)
+        rows.append(
+            {
+                "experiment": exp.name,
+                "runs": len(runs),
+                "recorded": sum(record_path(folder, c).exists() for c in runs),
+                "tasks": _listed(c.task for c in runs),
+                "encodings": _listed(c.encoding for c in runs),
+                "seeds": _listed(c.seed for c in runs),
+                "model": _listed(f"{c.model.n_layers}x{c.model.d_model}" for c in runs),
+                "steps": _listed(c.steps for c in runs),
+                "learning rate": _listed(c.lr for c in runs),
+                "folder": f"results/{exp.folder}".rstrip("/."),
+                "notebook": exp.notebook,
+            }
+        )
+    return pd.DataFrame(rows).set_index("experiment")
+
+
+def under_results(path: Path) -> str:
+    """A chapter's results folder as an experiment names it: relative to `RESULTS_DIR`."""
+    return path.relative_to(RESULTS_DIR).as_posix()
+
+
+def trained_runs_of(task: str, results_dir: str | Path | None = None) -> list[tuple[str, RunConfig, dict[str, Any]]]:
+    """(experiment, config, record) for every trained run of `task` (its name, in any format) in
+    every experiment, in the table's order; a run in two experiments stands once, where first
+    listed. `results_dir`: the results root (`RESULTS_DIR` if None)."""
+    seen, out = set(), []
+    for name, e in EXPERIMENTS.items():
+        for cfg in e.runs():
+            path = record_path(e.results_dir(RESULTS_DIR if results_dir is None else results_dir), cfg)
+            if cfg.task == task and cfg.hash not in seen and path.exists():
+                seen.add(cfg.hash)
+                out.append((name, cfg, read_record(path)))
+    return out
+
+
+PUBLISHED_DIR = RESULTS_DIR / "published"
+
+
+def load_records(
+    configs: Sequence[RunConfig] | None = None, results_dir: str | Path = RESULTS_DIR
+) -> list[dict[str, Any]]:
+    """The records of `configs` (default: the study's grid); names what is missing or corrupt."""
+    configs = grid() if configs is None else configs
+    missing = [c.name for c in configs if not record_path(Path(results_dir), c).exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing)} of {len(configs)} runs have no record in {results_dir} (e.g. {', '.join(missing[:3])}); "
+            "run `make study` or `python -m lengen_helpers sweep` to train them"
+        )
+    return [read_record(record_path(Path(results_dir), c)) for c in configs]
+
+
+def load_available(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR):
+    """(the records of `configs` that exist, the names of those that do not): for a report on a
+    grid still being trained."""
+    have = [c for c in configs if record_path(Path(results_dir), c).exists()]
+    return [read_record(record_path(Path(results_dir), c)) for c in have], [c.name for c in configs if c not in have]
+
+
+def training_rows(df):
+    """The rows of an `exact_match_frame` at its tasks' training sizes (n up to each task's L)."""
+    return df[df["n"] <= df["task"].map(lambda t: task_of_key(t).train_max_size)]
+
+
+def learned_in_distribution(df, bar: float = 0.9):
+    """Per task: the best encoding's mean exact match (over seeds) at the training sizes, and whether
+    it reaches `bar` (the study's test of whether a task is learned at all)."""
+    best = training_rows(df).groupby(["task", "encoding"])["exact_match"].mean().groupby(level="task").max()
+    return pd.DataFrame({"best in-distribution exact match (%)": (100 * best).round(1), "learned": best >= bar})
+
+
+def exact_match_frame(records: Sequence[dict[str, Any]]):
+    """Long table: one row per (task, encoding, seed, n) with exact match in [0, 1]."""
+    rows = [
+        {
+            "task": get_task(r["config"]["task"], r["config"].get("task_options")).key,  # with its format
+            "encoding": r["config"]["model"]["encoding"],
+            "seed": r["config"]["seed"],
+            "n": int(n),
+            "exact_match": v,
+        }
+        for r in records
+        for n, v in r["exact_match"].items()
+    ]
+    order = {e: i for i, e in enumerate(ENCODINGS)}  # registry order: nope, sinusoidal, learned, ...
+    df = pd.DataFrame(rows, columns=["task", "encoding", "seed", "n", "exact_match"])  # columns even when empty
+    df = df.astype({"seed": "int64", "n": "int64", "exact_match": "float64"})
+    return df.sort_values(
+        ["task", "encoding", "seed", "n"], key=lambda c: c.map(order) if c.name == "encoding" else c, ignore_index=True
+    )
+
+
+def longest_at_least(em_by_n: dict[int, float], threshold: float = 0.9) -> int:
+    """The largest n such that every length 1..n scores at least `threshold` (0 if n = 1 fails)."""
+    longest = 0
+    for n in sorted(em_by_n):
+        if em_by_n[n] < threshold:
+            break
+        longest = n
+    return longest
+
+
+def reach_summary(
+    table,
+    keys: Sequence[str],
+    train_max: int = 16,
+    at: Sequence[int] = (),
+    window: tuple[int, int] | None = None,
+    threshold: float = 0.9,
+    columns: Sequence[str] = ("exact_match",),
+):
+    """How far each group of a long table (one row per size n; grouped by `keys`) reaches, in %:
+    for each of `columns`, the mean over the training sizes (n <= train_max), the value at each n
+    in `at`, the mean over the `window` of sizes, and the longest n up to which every size keeps
+    `threshold` (`longest_at_least`). Columns other than exact match are named by a suffix (the
+    failure anatomy's `length_given`: ", length given"). The one summary of reach the study uses."""
+    rows = []
+    for key, g in table.groupby(list(keys), sort=False):
+        g = g.set_index("n").sort_index()
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        for column in columns:
+            v, suffix = g[column], "" if column == "exact_match" else ", " + column.replace("_", " ")
+            inside = v[v.index <= train_max]
+            row[f"n = {int(inside.index.min())}-{train_max}{suffix}"] = 100 * inside.mean()
+            row.update({f"n = {n}{suffix}": 100 * v[n] if n in v.index else float("nan") for n in at})
+            if window is not None:
+                row[f"n = {window[0]}-{window[1]}{suffix}"] = 100 * v.loc[window[0] : window[1]].mean()
+            row[f"longest n >= {threshold:.0%}{suffix}"] = longest_at_least(v.to_dict(), threshold)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ood_rows(df, test_lengths: Sequence[int] | None = range(17, 33)):
+    """The rows of `df` at the test lengths: `test_lengths` for every task, or with None each
+    task's own, L+1 to 2L for its training length L (17-32 for copy and reverse, 9-16 for the
+    paper's other tasks)."""
+    if test_lengths is not None:
+        return df[df["n"].isin(list(test_lengths))]
+    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
+    return df[(df["n"] > top) & (df["n"] <= 2 * top)]
+
+
+def column_reciprocal_ranks(scores, order: Sequence[str] | None = None):
+    """1 / rank within each row of `scores` (1 = best). `order` None: ties share the average rank;
+    else only the encodings in `order`, a tie going to the one listed first (the paper's rule)."""
+    if order is None:
+        return 1.0 / scores.rank(axis=1, ascending=False, method="average")
+    return 1.0 / scores[list(order)].rank(axis=1, ascending=False, method="first")
+
+
+def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: bool = True):
+    """P(row's statistic is better than column's) over the resamples; ties count half."""
+    b = boot if higher_is_better else -boot
+    p = (b[:, :, None] > b[:, None, :]).mean(0) + 0.5 * (b[:, :, None] == b[:, None, :]).mean(0)
+    np.fill_diagonal(p, np.nan)
+    return pd.DataFrame(p, index=list(names), columns=list(names))
+
+
+def paper_figures(path: Path | None = None) -> dict[str, Any]:
+    """The paper's published numbers, as quoted in results/published/paper.json."""
+    return json.loads(Path(path or PUBLISHED_DIR / "paper.json").read_text())
+
+
+def load_run_model(
+    cfg: RunConfig, results_dir: str | Path = RESULTS_DIR, into: RunConfig | None = None
+) -> DecoderOnlyLM:
+    """The trained model of any run, from its saved weights (loaded with weights_only=True), in a
+    model built from `cfg`, or from `into` (the same weights under another evaluation setting)."""
+    path = weights_path(Path(results_dir), cfg)
+    if not path.exists():
+        raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
+    model = make_model(cfg if into is None else into)
+    model.load_state_dict(torch.load(path, weights_only=True))
+    return model.eval()
+
+
+def _cached_rows(cache: Path | None, current: dict[tuple, tuple], hash_cols: Sequence[str]):
+    """Rows of a cached CSV, minus those for a wanted (task, encoding, seed) whose models changed.
+
+    Each row names its models by config hash (`hash_cols`); a row whose key is in `current` but
+    whose hashes differ was computed from other weights (an older grid) and is dropped, to be
+    recomputed. Rows for keys not asked about now are kept as they are."""
+    if cache is None or not Path(cache).exists():
+        return pd.DataFrame()
+    done = pd.read_csv(cache, dtype={c: str for c in hash_cols})  # hex digits, never numbers
+    if not set(hash_cols) <= set(done.columns):
+        return pd.DataFrame()  # written before rows named their models: recompute everything
+    keys = zip(done["task"], done["encoding"], done["seed"])
+    stale = [k in current and current[k] != tuple(h) for k, h in zip(keys, done[list(hash_cols)].values)]
+    if any(stale):
+        print(f"{Path(cache).name}: {sum(stale)} rows were computed from other weights; recomputing them")
+    return done[[not s for s in stale]].reset_index(drop=True)
+
+
+def per_model_table(
+    compute: Callable[[DecoderOnlyLM, str], Any],
+    tasks: Sequence[str],
+    encodings: Sequence[str] | None,
+    seeds: Sequence[int],
+    results_dir: str | Path,
+    cache: Path | None,
+    run: Callable[[str, str, int], RunConfig] = make_run,
+    reference: Callable[[str, str, int], RunConfig] | None = None,
+):
+    """The rows `compute(model, task)` gives (a DataFrame) for each trained model of the tasks,
+    encodings (default: every registered one) and seeds, each row with its task, encoding, seed and
+    config hash. The models are the grid's, or those `run(task, encoding, seed)` names (compute
+    then gets the run's own task). With `reference`, compute also gets the model it names, as a
+    third argument, and rows carry its hash too. Computed once from the saved weights and cached
+    as CSV: rows whose models have other weights now are recomputed (`_cached_rows`), rows for
+    models not asked about are kept."""
+    encodings = encoding_names() if encodings is None else encodings
+    configs = {(t, e, s): run(t, e, s) for t in tasks for e in encodings for s in seeds}
+    refs = {key: reference(*key) for key in configs} if reference is not None else {}
+    current = {key: (cfg.hash, *((refs[key].hash,) if refs else ())) for key, cfg in configs.items()}
+    done = _cached_rows(cache, current, ["config_hash", *(["reference_hash"] if refs else [])])
+    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
+    parts = [done]
+    for (task, enc, seed), hashes in current.items():
+        if (task, enc, seed) not in have:
+            cfg = configs[task, enc, seed]
+            models = [load_run_model(c, results_dir) for c in (cfg, *([refs[task, enc, seed]] if refs else []))]
+            rows = compute(models[0], cfg.task, *models[1:])
+            names = dict(zip(["config_hash", "reference_hash"], hashes))
+            parts.append(rows.assign(task=task, encoding=enc, seed=seed, **names))
+    table = pd.concat(parts, ignore_index=True)
+    if len(parts) > 1 and cache is not None:
+        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
+    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
+    return table[want].reset_index(drop=True)
+
+
+def _sequence_index(segments: Tensor) -> tuple[Tensor, Tensor]:
+    """Each token's sequence, numbered across the batch (B, T; padding takes its row's first
+    number, so mask it with segments >= 0), and each sequence's length in tokens."""
+    per_row = int(segments.max()) + 1 if segments.numel() else 1
+    seq = torch.arange(segments.shape[0])[:, None] * per_row + segments.clamp_min(0)
+    real = seq[segments >= 0]
+    return seq, torch.zeros(segments.shape[0] * per_row, dtype=torch.long).index_add_(0, real, torch.ones_like(real))
+
+
+def with_blanks(table, blank: str = "—", decimals: int | None = None):
+    """`table` for reading: a cell with nothing to show (NaN: no such pair, size or figure) prints
+    as `blank` instead of NaN. A float column is written with `decimals` decimals, or (None) with
+    the most any of its cells needs (round the table first), one number for the whole column as a
+    float column prints (1.00 beside 0.91, not 1.0)."""
+
+    def needed(x: float) -> int:
+        text = repr(float(x))
+        return 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
+
+    out = table.astype(object).where(table.notna(), blank)
+    for j, (_, col) in enumerate(table.items()):
+        if pd.api.types.is_float_dtype(col) and col.notna().any():
+            d = decimals if decimals is not None else max(1, min(6, max(needed(v) for v in col.dropna())))
+            out.iloc[:, j] = [blank if pd.isna(v) else f"{v:.{d}f}" for v in col]
+    return out
+
+
+def plot_by_length(
+    table,
+    value: str,
+    ylabel: str,
+    title: str,
+    path: Path | None = None,
+    train_max: int | dict[str, int] = 16,
+    scale: float = 1.0,
+    band: bool = True,
+    line_label: Callable[[str], str] | None = None,
+    ylim: tuple[float, float] | None = None,
+    colors: dict[str, str] | None = None,
+    styles: dict[str, str] | None = None,
+    xlabel: str | dict[str, str] = "input length n (symbols)",
+    titles: dict[str, str] | None = None,
+    notes: dict[str, str] | None = None,
+    baselines: dict[str, Any] | None = None,
+    baseline_label: str = "baseline",
+    shared_legend: bool = False,
+    xlim: tuple[float, float] | None = None,
+):
+    """One panel per task (three to a row), one line per encoding against n: the mean over seeds
+    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked
+    (`train_max`: one for every panel, or one per task). Optional: a panel title per task
+    (`titles`, else the task's key), an x label for every panel or one per task (`xlabel`, a
+    task missing from the dict gets "size n"), a note written in a panel (`notes`), a baseline per task
+    (`baselines`: a Series n -> value, drawn grey), and one legend for the figure instead of one
+    per panel (`shared_legend`: every panel then shows the same encodings; it fills the first
+    empty panel where the grid has one, else sits below); `xlim` zooms every
+    panel to a range of n, with a tick at each integer."""
+    tasks = list(dict.fromkeys(table["task"]))
+    cols = min(3, len(tasks))
+    rows = math.ceil(len(tasks) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), sharey=True, squeeze=False)
+    spare = list(axes.flat[len(tasks) :])
+    for ax in spare[1 if shared_legend else 0 :]:
+        ax.remove()
+    handles: dict[str, Any] = {}
+    for ax, task in zip(axes.flat, tasks):
+        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
+            stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
+            k = g["seed"].nunique()
+            name = line_label(enc) if line_label else f"{encoding_title(enc)} ({k} seed{'s' if k != 1 else ''})"
+            ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
+            color = (colors or {}).get(enc) or encoding_color(enc)
+            ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
+            if band:
+                ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
+        top = train_max[task] if isinstance(train_max, dict) else train_max
+        each = shared_legend and isinstance(train_max, dict)  # one legend, a size per panel
+        where = "longest training size (each panel's)" if each else f"longest training n = {top}"
+        ax.axvline(top, color="black", ls=":", lw=1, label=where)
+        if baselines is not None and task in baselines:
+            base = baselines[task] * scale
+            ax.plot(base.index, base.to_numpy(), color="gray", ls="-.", lw=1.2, label=baseline_label)
+        if notes is not None and task in notes:
+            box = dict(boxstyle="round", facecolor="white", edgecolor="gray", alpha=0.9)
+            ax.text(0.97, 0.95, notes[task], transform=ax.transAxes, ha="right", va="top", fontsize=9, bbox=box)
+        xl = xlabel.get(task, "size n") if isinstance(xlabel, dict) else xlabel
+        ax.set(title=f"{(titles or {}).get(task, task)}: {title}", xlabel=xl, ylabel=ylabel)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        if xlim is not None:
+            ax.set_xlim(*xlim)
+            ax.set_xticks(range(math.ceil(xlim[0]), math.floor(xlim[1]) + 1))
+        if shared_legend:
+            handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+        else:
+            ax.legend(fontsize=8)
+    if shared_legend and spare:  # the legend takes the first empty panel
+        spare[0].axis("off")
+        spare[0].legend(handles.values(), handles.keys(), loc="center", fontsize=11, frameon=False)
+        fig.tight_layout()
+    elif shared_legend:
+        ncol = min(4, len(handles))
+        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=10)
+        legend_rows = math.ceil(len(handles) / ncol)  # about 0.27 inch a row, below the x labels
+        fig.tight_layout(rect=(0, (0.15 + 0.27 * legend_rows) / fig.get_figheight(), 1, 1))
+    else:
+        fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. Verification against PyTorch, and pictures (notebooks 01 and 02)
+# ---------------------------------------------------------------------------------------------
 # The original encoder-decoder Transformer, built from the same blocks, and loaders that copy
 # PyTorch's own modules' weights into ours, so that outputs can be compared; then the checks
 # notebook 02 prints (and the tests assert), and notebook 01's pictures.
-
-
 class DecoderBlock(Block):
     """The original Transformer's decoder block: self-attention, cross-attention to the encoder's
     output (`memory`), feed-forward; each a residual, post- or pre-LN."""
@@ -2761,130 +3085,67 @@ def parameter_counts():
     return pd.DataFrame(rows).set_index("encoding")
 
 
-# ---------------------------------------------------------------------------------------------
-# 10. Analysis: records -> tables, figures, rankings with their uncertainty (notebooks 03 and 04)
-# ---------------------------------------------------------------------------------------------
+# What notebooks 01 and 02 show: the checks' table and the encodings' picture.
+def checks_table(checks: Sequence[Check]):
+    return pd.DataFrame([c.row() for c in checks]).set_index("check")
 
 
-PUBLISHED_DIR = RESULTS_DIR / "published"
-
-
-def load_records(
-    configs: Sequence[RunConfig] | None = None, results_dir: str | Path = RESULTS_DIR
-) -> list[dict[str, Any]]:
-    """The records of `configs` (default: the study's grid); names what is missing or corrupt."""
-    configs = grid() if configs is None else configs
-    missing = [c.name for c in configs if not record_path(Path(results_dir), c).exists()]
-    if missing:
-        raise FileNotFoundError(
-            f"{len(missing)} of {len(configs)} runs have no record in {results_dir} (e.g. {', '.join(missing[:3])}); "
-            "run `make study` or `python -m lengen_helpers sweep` to train them"
-        )
-    return [read_record(record_path(Path(results_dir), c)) for c in configs]
-
-
-def load_available(configs: Sequence[RunConfig], results_dir: str | Path = RESULTS_DIR):
-    """(the records of `configs` that exist, the names of those that do not): for a report on a
-    grid still being trained."""
-    have = [c for c in configs if record_path(Path(results_dir), c).exists()]
-    return [read_record(record_path(Path(results_dir), c)) for c in have], [c.name for c in configs if c not in have]
-
-
-def training_rows(df):
-    """The rows of an `exact_match_frame` at its tasks' training sizes (n up to each task's L)."""
-    return df[df["n"] <= df["task"].map(lambda t: task_of_key(t).train_max_size)]
-
-
-def learned_in_distribution(df, bar: float = 0.9):
-    """Per task: the best encoding's mean exact match (over seeds) at the training sizes, and whether
-    it reaches `bar` (the study's test of whether a task is learned at all)."""
-    best = training_rows(df).groupby(["task", "encoding"])["exact_match"].mean().groupby(level="task").max()
-    return pd.DataFrame({"best in-distribution exact match (%)": (100 * best).round(1), "learned": best >= bar})
-
-
-def exact_match_frame(records: Sequence[dict[str, Any]]):
-    """Long table: one row per (task, encoding, seed, n) with exact match in [0, 1]."""
-    rows = [
-        {
-            "task": get_task(r["config"]["task"], r["config"].get("task_options")).key,  # with its format
-            "encoding": r["config"]["model"]["encoding"],
-            "seed": r["config"]["seed"],
-            "n": int(n),
-            "exact_match": v,
-        }
-        for r in records
-        for n, v in r["exact_match"].items()
-    ]
-    order = {e: i for i, e in enumerate(ENCODINGS)}  # registry order: nope, sinusoidal, learned, ...
-    df = pd.DataFrame(rows, columns=["task", "encoding", "seed", "n", "exact_match"])  # columns even when empty
-    df = df.astype({"seed": "int64", "n": "int64", "exact_match": "float64"})
-    return df.sort_values(
-        ["task", "encoding", "seed", "n"], key=lambda c: c.map(order) if c.name == "encoding" else c, ignore_index=True
+def plot_encodings(path: Path | None = None):
+    """One picture per encoding family: sinusoidal table, RoPE, ALiBi bias, T5 buckets."""
+    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
+    im = ax[0, 0].imshow(sinusoidal_table(torch.arange(99), 64).T, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
+    ax[0, 0].set(title="Sinusoidal: table added to the embeddings", xlabel="position", ylabel="dimension")
+    fig.colorbar(im, ax=ax[0, 0], label="value")
+    q = torch.ones(1, 1, 1, 16)
+    distance = torch.arange(0, 99)
+    for frac, style in [(1.0, "-"), (0.25, "--")]:
+        rot = Rotary(ModelConfig(encoding="rope", rope_fraction=frac))
+        scores = [
+            (rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16
+            for d in distance
+        ]
+        ax[0, 1].plot(distance, scores, style, color=encoding_color("rope"), label=f"RoPE, rotating {frac:.0%} of dims")
+    ax[0, 1].set(
+        title="RoPE: score of q = k = 1 against distance",
+        xlabel="query - key distance",
+        ylabel="q.k / dh after rotation",
     )
+    ax[0, 1].legend()
+    alibi = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(20), torch.arange(20))[0]
+    masked = alibi.masked_fill(~causal_mask(20), float("nan"))
+    im = ax[1, 0].imshow(masked[0], cmap="viridis")
+    ax[1, 0].set(
+        title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
+        xlabel="key position",
+        ylabel="query position",
+    )
+    for axis in (ax[1, 0].xaxis, ax[1, 0].yaxis):  # positions are integers
+        axis.set_major_locator(MaxNLocator(integer=True))
+    fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
+    d = torch.arange(0, 200)
+    ax[1, 1].plot(d, t5_bucket(d), color=encoding_color("t5"), label="T5 bias: 32 buckets, max distance 128")
+    ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
+    ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
+    ax[1, 1].set(
+        title="T5: distance -> bucket (a learned bias per bucket, head)", xlabel="query - key distance", ylabel="bucket"
+    )
+    ax[1, 1].legend()
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
 
 
-def longest_at_least(em_by_n: dict[int, float], threshold: float = 0.9) -> int:
-    """The largest n such that every length 1..n scores at least `threshold` (0 if n = 1 fails)."""
-    longest = 0
-    for n in sorted(em_by_n):
-        if em_by_n[n] < threshold:
-            break
-        longest = n
-    return longest
-
-
-def reach_summary(
-    table,
-    keys: Sequence[str],
-    train_max: int = 16,
-    at: Sequence[int] = (),
-    window: tuple[int, int] | None = None,
-    threshold: float = 0.9,
-    columns: Sequence[str] = ("exact_match",),
-):
-    """How far each group of a long table (one row per size n; grouped by `keys`) reaches, in %:
-    for each of `columns`, the mean over the training sizes (n <= train_max), the value at each n
-    in `at`, the mean over the `window` of sizes, and the longest n up to which every size keeps
-    `threshold` (`longest_at_least`). Columns other than exact match are named by a suffix (the
-    failure anatomy's `length_given`: ", length given"). The one summary of reach the study uses."""
-    rows = []
-    for key, g in table.groupby(list(keys), sort=False):
-        g = g.set_index("n").sort_index()
-        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
-        for column in columns:
-            v, suffix = g[column], "" if column == "exact_match" else ", " + column.replace("_", " ")
-            inside = v[v.index <= train_max]
-            row[f"n = {int(inside.index.min())}-{train_max}{suffix}"] = 100 * inside.mean()
-            row.update({f"n = {n}{suffix}": 100 * v[n] if n in v.index else float("nan") for n in at})
-            if window is not None:
-                row[f"n = {window[0]}-{window[1]}{suffix}"] = 100 * v.loc[window[0] : window[1]].mean()
-            row[f"longest n >= {threshold:.0%}{suffix}"] = longest_at_least(v.to_dict(), threshold)
-        rows.append(row)
-    return pd.DataFrame(rows)
+# ---------------------------------------------------------------------------------------------
+# 11. The grid: its runs, its tables, figures and claims, and training's speed (notebooks 03 and 04)
+# ---------------------------------------------------------------------------------------------
+# The grid itself (`grid`) is the core's; here are the analyses notebooks 03 and 04 add to the
+# shared ones, the sinusoidal ablation, and the benchmark of a training step.
 
 
 def per_run_metrics(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
     """One row per run: mean exact match over n = 1..train_max, at each length in `at`, and the
     longest n whose every shorter length is at least 90% (all in %, lengths in tokens)."""
     return reach_summary(df, ["task", "encoding", "seed"], train_max, at)
-
-
-def ood_rows(df, test_lengths: Sequence[int] | None = range(17, 33)):
-    """The rows of `df` at the test lengths: `test_lengths` for every task, or with None each
-    task's own, L+1 to 2L for its training length L (17-32 for copy and reverse, 9-16 for the
-    paper's other tasks)."""
-    if test_lengths is not None:
-        return df[df["n"].isin(list(test_lengths))]
-    top = df["task"].map(lambda t: task_of_key(t).train_max_size)
-    return df[(df["n"] > top) & (df["n"] <= 2 * top)]
-
-
-def column_reciprocal_ranks(scores, order: Sequence[str] | None = None):
-    """1 / rank within each row of `scores` (1 = best). `order` None: ties share the average rank;
-    else only the encodings in `order`, a tie going to the one listed first (the paper's rule)."""
-    if order is None:
-        return 1.0 / scores.rank(axis=1, ascending=False, method="average")
-    return 1.0 / scores[list(order)].rank(axis=1, ascending=False, method="first")
 
 
 def reciprocal_ranks(df, test_lengths: Sequence[int] | None = range(17, 33)):
@@ -2925,30 +3186,11 @@ def mrr_units(df, unit: str, test_lengths: Sequence[int] | None = range(17, 33))
     raise _unknown("bootstrap unit", unit, ["column", "seed"])
 
 
-def pairwise_above(boot: np.ndarray, names: Sequence[str], higher_is_better: bool = True):
-    """P(row's statistic is better than column's) over the resamples; ties count half."""
-    b = boot if higher_is_better else -boot
-    p = (b[:, :, None] > b[:, None, :]).mean(0) + 0.5 * (b[:, :, None] == b[:, None, :]).mean(0)
-    np.fill_diagonal(p, np.nan)
-    return pd.DataFrame(p, index=list(names), columns=list(names))
-
-
 def accuracy_units(df, task: str, test_lengths: Sequence[int] | None = range(17, 33)):
     """One row per seed, one column per encoding: mean exact match over the test lengths on `task`
     (the units of a per-task bootstrap)."""
     test = ood_rows(df[df["task"] == task], test_lengths)
     return test.groupby(["seed", "encoding"])["exact_match"].mean().unstack("encoding")
-
-
-def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope: bool = False):
-    """One row per seed, one column per encoding: mean JSD to NoPE over `lengths` on `task`."""
-    keep = (jsd["task"] == task) & jsd["n"].isin(list(lengths)) & (with_nope | (jsd["encoding"] != "nope"))
-    return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
-
-
-def paper_figures(path: Path | None = None) -> dict[str, Any]:
-    """The paper's published numbers, as quoted in results/published/paper.json."""
-    return json.loads(Path(path or PUBLISHED_DIR / "paper.json").read_text())
 
 
 def paper_rankings(path: Path | None = None) -> dict[str, list[str]]:
@@ -3075,11 +3317,354 @@ def sweep_log(results_dir: str | Path = RESULTS_DIR):
     return df
 
 
-# ---------------------------------------------------------------------------------------------
-# 11. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE (notebook 05)
-# ---------------------------------------------------------------------------------------------
+# The experiments (`sweep --grid NAME`): the grid, and the ablation apart from it.
+register_experiment("main", grid, ".", "03_train_the_grid")
+register_experiment("sinusoidal-ablation", sinusoidal_ablation, under_results(ABLATION_DIR), "04_evaluate_lengths")
 
 
+# The speed of a training step beside Hugging Face's GPT-2 (notebook 03).
+BENCH_DIR = RESULTS_DIR / "benchmarks"
+
+
+def matmul_flops_per_s(n: int = 1024, repeats: int = 5) -> float:
+    """This machine's single-thread fp32 FLOP/s on a large square matmul (the practical peak)."""
+    with torch_threads(1):
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        a @ b
+        return 2 * n**3 / _median_time(lambda: a @ b, repeats)
+
+
+def _hf_gpt2(cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, eos: bool = True):
+    """GPT2LMHeadModel with our dimensions; without an end token (eos=False), `generate` never stops early."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    conf = GPT2Config(
+        vocab_size=vocab_size,
+        n_positions=cfg.max_positions,
+        n_embd=cfg.d_model,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        n_inner=cfg.d_ff,
+        activation_function="relu",
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        bos_token_id=BOS,
+        eos_token_id=EOS if eos else None,
+        pad_token_id=PAD,
+    )
+    return GPT2LMHeadModel(conf)
+
+
+def bench_training(steps: int = 20, repeats: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Our training step against Hugging Face's GPT2LMHeadModel with the same dimensions, on the
+    same sequences, one thread, timed in alternation so both see the same machine load.
+
+    Ours runs with learned absolute positions and pre-LN, the closest match to GPT-2. Three
+    variants: ours on packed rows (how the study trains), ours and GPT-2 on padded rows.
+    """
+    with torch_threads(1):
+        mcfg = ModelConfig(encoding="learned", pre_norm=True)
+        run = make_run("reverse", "learned", seed, pre_norm=True)
+        task = get_task("reverse")
+        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        packed = [training_batch(task, run, g1, packed=True) for _ in range(steps)]
+        padded = [training_batch(task, run, g2, packed=False) for _ in range(steps)]
+        torch.manual_seed(seed)
+        ours, hf = DecoderOnlyLM(mcfg), _hf_gpt2(mcfg)
+        opt_ours, opt_hf = make_optimizer(ours, run), make_optimizer(hf, run)  # the same optimizer for both
+
+        def step(model, opt, loss_fn, batch):
+            loss = loss_fn(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+
+        def hf_loss(model, b: Batch) -> Tensor:
+            labels = b.tokens.clone()
+            labels[:, 1:][~b.loss_mask] = -100
+            labels[:, 0] = -100
+            return model(input_ids=b.tokens, attention_mask=(b.segments >= 0).long(), labels=labels).loss
+
+        variants = {
+            "ours, packed rows": lambda: [step(ours, opt_ours, batch_loss, b) for b in packed],
+            "ours, padded rows": lambda: [step(ours, opt_ours, batch_loss, b) for b in padded],
+            "GPT2LMHeadModel, padded rows": lambda: [step(hf, opt_hf, hf_loss, b) for b in padded],
+        }
+        for fn in variants.values():
+            fn()  # warm-up
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for _ in range(repeats):
+            for k, fn in variants.items():
+                t0 = time.perf_counter()
+                fn()
+                times[k].append((time.perf_counter() - t0) / steps)
+        ms = {k: 1000 * float(np.median(v)) for k, v in times.items()}
+        useful = float(np.mean([training_step_flops(b, mcfg) for b in packed]))
+        peak = matmul_flops_per_s()
+    return {
+        "what": "median ms per training step, batch 64, n uniform in 1..16, one thread",
+        "steps_per_repeat": steps,
+        "repeats": repeats,
+        "ms_per_step": ms,
+        "parameters": {"ours": ours.num_parameters(), "GPT2LMHeadModel": sum(p.numel() for p in hf.parameters())},
+        "speedup_vs_gpt2_same_padded_batches": ms["GPT2LMHeadModel, padded rows"] / ms["ours, padded rows"],
+        "speedup_vs_gpt2_as_trained": ms["GPT2LMHeadModel, padded rows"] / ms["ours, packed rows"],
+        "packing_speedup": ms["ours, padded rows"] / ms["ours, packed rows"],
+        "useful_gflop_per_step": useful / 1e9,
+        "achieved_gflop_per_s": useful / (ms["ours, packed rows"] / 1000) / 1e9,
+        "matmul_peak_gflop_per_s": peak / 1e9,
+        "fraction_of_matmul_peak": useful / (ms["ours, packed rows"] / 1000) / peak,
+        "versions": library_versions() | {"transformers": __import__("transformers").__version__},
+    }
+
+
+# What notebooks 03 and 04 show: tables, figures and claims.
+def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
+    """The baseline's table: mean ± population std over seeds, per task and encoding."""
+    runs = per_run_metrics(df, train_max, at)
+    cols = [c for c in runs.columns if c not in ("task", "encoding", "seed")]
+    out = []
+    for (task, enc), g in runs.groupby(["task", "encoding"], sort=False):
+        row = {"task": task, "encoding": encoding_title(enc), "seeds": len(g)}
+        for c in cols:
+            row[c] = f"{g[c].mean():.1f} ± {g[c].std(ddof=0):.1f}"
+        out.append(row)
+    return pd.DataFrame(out).set_index(["task", "encoding"])
+
+
+def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16, xlim: tuple[float, float] | None = None):
+    """Exact match against n (mean over seeds; band = min to max); `xlim`: a range of n, closer."""
+    return plot_by_length(
+        df,
+        "exact_match",
+        "exact match (%, band = min-max over seeds)",
+        "exact match against length" + (f", n = {xlim[0]:g}-{xlim[1]:g}" if xlim else ""),
+        path,
+        train_max,
+        scale=100.0,
+        ylim=(-2, 102),
+        xlim=xlim,
+    )
+
+
+def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
+    """Training loss against step, one panel per task, per encoding the median over seeds (which
+    one failed run does not pull) and their min-max band (log scale). One legend for both panels,
+    below them where it hides no curve; the number of seeds is said once, in its title, when every
+    encoding has the same (else in each entry)."""
+    tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.6), sharey=True, squeeze=False)
+    handles: dict[str, Any] = {}
+    counts: dict[str, set[int]] = {}  # encoding -> its numbers of seeds over the panels
+    for ax, task in zip(axes[0], tasks):
+        by_enc: dict[str, list] = {}
+        for r in records:
+            if r["config"]["task"] == task:
+                by_enc.setdefault(r["config"]["model"]["encoding"], []).append(r["loss_curve"])
+        for enc, curves in by_enc.items():
+            every = curves[0]["every"]
+            losses = np.array([c["mean_loss"] for c in curves])
+            steps = np.arange(losses.shape[1]) * every + every
+            color = encoding_color(enc)
+            (line,) = ax.plot(steps, np.median(losses, axis=0), color=color)
+            ax.fill_between(steps, losses.min(axis=0), losses.max(axis=0), color=color, alpha=0.12, lw=0)
+            handles.setdefault(enc, line)
+            counts.setdefault(enc, set()).add(len(curves))
+        ax.set(title=f"{task}: training loss", xlabel="step")
+        ax.set(ylabel="cross-entropy on targets (nats)", yscale="log")
+    every_k = set().union(*counts.values()) if counts else set()
+    if len(every_k) == 1:  # the same number of seeds everywhere: said once
+        names, seeds = [encoding_title(e) for e in handles], f"the median of {every_k.pop()} seeds"
+    else:
+        seeds = "the median of the seeds"
+        names = [f"{encoding_title(e)} ({'/'.join(map(str, sorted(counts[e])))} seeds)" for e in handles]
+    fig.legend(
+        list(handles.values()),
+        names,
+        loc="lower center",
+        ncol=len(handles),
+        fontsize=9,
+        title=f"line: {seeds}; band: their min to max",
+        title_fontsize=9,
+    )
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))  # the legend, two rows, below
+    save_figure(fig, path)
+    return fig
+
+
+def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):
+    """Per column of `units`: the mean, its 95% bootstrap interval, and how often it is the best."""
+    boot = bootstrap_means(units, n_boot, seed)
+    best = (boot if higher_is_better else -boot).argmax(axis=1)
+    out = pd.DataFrame(
+        {
+            "mean": np.asarray(units, dtype=float).mean(0),
+            "95% low": np.percentile(boot, 2.5, axis=0),
+            "95% high": np.percentile(boot, 97.5, axis=0),
+            "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot),
+        },
+        index=list(units.columns),
+    )
+    return out.sort_values("mean", ascending=not higher_is_better)
+
+
+def ranking_claims(
+    units_by_scheme: dict[str, Any],
+    n_boot: int = 10000,
+    seed: int = 0,
+    higher_is_better: bool = True,
+    threshold: float = CLAIM_THRESHOLD,
+) -> list[str]:
+    """Each neighbouring pair in the order of the means, with the probability under each bootstrap
+    scheme (name -> its units, same columns) that the first is ahead. "A > B" only where every
+    scheme gives at least `threshold`; else "A ~ B: not distinguishable here"."""
+    first_units = next(iter(units_by_scheme.values()))
+    names = list(first_units.columns)
+    means = np.asarray(first_units, dtype=float).mean(0)
+    order = np.argsort(-means if higher_is_better else means, kind="stable")
+    probs = {
+        k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
+        for k, u in units_by_scheme.items()
+    }
+    out = []
+    for a, b in zip(order[:-1], order[1:]):
+        first, second = encoding_title(names[a]), encoding_title(names[b])
+        shown = ", ".join(f"{k} {p[a, b]:.0%}" for k, p in probs.items())
+        sure = min(p[a, b] for p in probs.values()) >= threshold
+        out.append(
+            f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})"
+        )
+    return out
+
+
+def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline.csv"):
+    """Our means beside the baseline's for the encodings it shares (exact match, %)."""
+    base = pd.read_csv(path, comment="#")
+    ours = per_run_metrics(df).groupby(["task", "encoding"]).mean(numeric_only=True)
+    rows = []
+    for _, b in base.iterrows():
+        o = ours.loc[(b["task"], b["encoding"])]
+        for col, key in [("n = 1-16", "1_16"), ("n = 17", "17"), ("n = 18", "18"), ("n = 20", "20")]:
+            rows.append(
+                {
+                    "task": b["task"],
+                    "encoding": encoding_title(b["encoding"]),
+                    "metric": col,
+                    "baseline (3 seeds)": b[f"mean_{key}"],
+                    "ours": round(o[col], 1),
+                }
+            )
+        rows.append(
+            {
+                "task": b["task"],
+                "encoding": encoding_title(b["encoding"]),
+                "metric": "longest n >= 90%",
+                "baseline (3 seeds)": b["longest_90"],
+                "ours": round(o["longest n >= 90%"], 1),
+            }
+        )
+    return pd.DataFrame(rows).pivot_table(
+        index=["task", "encoding"], columns="metric", values=["baseline (3 seeds)", "ours"], sort=False
+    )
+
+
+def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path = PUBLISHED_DIR / "paper.json"):
+    """Ours beside the paper: mean reciprocal rank and mean exact match over the test lengths
+    (the paper tests L+1..2L; here 17..32), for the encodings the paper reports."""
+    paper = json.loads(Path(path).read_text())
+    mrr = mean_reciprocal_rank(df[df["encoding"].isin(list(paper["mean_reciprocal_rank_no_scratchpad"]))], test_lengths)
+    test = df[df["n"].isin(list(test_lengths))].groupby(["task", "encoding"])["exact_match"].mean()
+    rows = []
+    for enc, paper_mrr in paper["mean_reciprocal_rank_no_scratchpad"].items():
+        row = {
+            "encoding": encoding_title(enc),
+            "MRR, paper (10 tasks)": paper_mrr,
+            "MRR, ours (copy, reverse)": round(mrr[enc], 3),
+        }
+        for task, vals in paper["ood_exact_match_mean_of_3_seeds"].items():
+            row[f"{task} test EM, paper"] = vals[enc]
+            row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("encoding")
+
+
+def plot_settings_with_baseline(
+    frame,
+    encoding: str,
+    path: Path | None = None,
+    train_max: int = 16,
+    baseline: Path = PUBLISHED_DIR / "baseline.csv",
+):
+    """Exact match against n per setting (`settings_frame`), with the baseline's means for
+    `encoding` as black markers at the lengths it reports."""
+    fig = plot_by_length(
+        frame,
+        "exact_match",
+        "exact match (%, band = min-max over seeds)",
+        f"{encoding_title(encoding)}, exact match by setting",
+        None,
+        train_max,
+        scale=100.0,
+        ylim=(-2, 102),
+        line_label=lambda s: (
+            f"{encoding_title(encoding)}, {SETTING_WORDS.get(s, s)} "
+            f"({frame[frame['encoding'] == s]['seed'].nunique()} seeds)"
+        ),
+        colors=dict.fromkeys(frame["encoding"], encoding_color(encoding)),  # one encoding: its colour
+        styles={s: ("-", "--", ":", "-.")[i % 4] for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
+    )
+    base = pd.read_csv(baseline, comment="#")
+    for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
+        row = base[(base["task"] == task) & (base["encoding"] == encoding)].iloc[0]
+        ns = [16, 17, 18, 20, 24]
+        ax.errorbar(
+            ns,
+            [row[f"mean_{n}"] for n in ns],
+            yerr=[row[f"std_{n}"] for n in ns],
+            fmt="ko",
+            ms=4,
+            capsize=3,
+            label=f"the baseline ({int(row['seeds'])} seeds, mean ± std)",
+        )
+        ax.set_xlim(0, 30)
+        ax.get_legend().remove()
+    # A setting whose curve lies on another's (padded batches on the grid's settings) stays
+    # visible: every setting after the first is marked at each n as well, in hollow markers.
+    settings = list(dict.fromkeys(frame["encoding"]))
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            for i, s in enumerate(settings[1:], start=1):
+                if line.get_label().startswith(f"{encoding_title(encoding)}, {SETTING_WORDS.get(s, s)} ("):
+                    line.set(marker=("o", "s", "^", "D")[(i - 1) % 4], ms=5, mfc="none", mew=1, zorder=3 + i)
+    handles: dict[str, Any] = {}  # one legend below both panels, where it covers no curve
+    for ax in fig.axes:
+        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=math.ceil(len(handles) / 2), fontsize=9)
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
+    save_figure(fig, path)
+    return fig
+
+
+def throughput_table(records: Sequence[dict[str, Any]]):
+    """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
+    rows = [
+        {
+            "encoding": encoding_title(r["config"]["model"]["encoding"]),
+            "train time (s)": r["train_time_s"],
+            "eval time (s)": r["eval_time_s"],
+            "steps / s": r["steps_per_s"],
+            "tokens / s": r["train_tokens_per_s"],
+        }
+        for r in records
+    ]
+    return pd.DataFrame(rows).groupby("encoding", sort=False).mean().round(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. Attention inspection: pointer heads, an explorer, Jensen-Shannon similarity to NoPE (notebook 05)
+# ---------------------------------------------------------------------------------------------
 ATTENTION_DIR = RESULTS_DIR / "attention"
 INSPECTION_SEED = 4321  # the inspection sequences, apart from training and evaluation
 
@@ -3087,19 +3672,6 @@ INSPECTION_SEED = 4321  # the inspection sequences, apart from training and eval
 def load_model(task: str, encoding: str, seed: int = 0, results_dir: str | Path = RESULTS_DIR) -> DecoderOnlyLM:
     """A trained model of the study's grid, from its saved weights (loaded with weights_only=True)."""
     return load_run_model(make_run(task, encoding, seed), results_dir)
-
-
-def load_run_model(
-    cfg: RunConfig, results_dir: str | Path = RESULTS_DIR, into: RunConfig | None = None
-) -> DecoderOnlyLM:
-    """The trained model of any run, from its saved weights (loaded with weights_only=True), in a
-    model built from `cfg`, or from `into` (the same weights under another evaluation setting)."""
-    path = weights_path(Path(results_dir), cfg)
-    if not path.exists():
-        raise FileNotFoundError(f"no weights for {cfg.name} at {path}; run the sweep (make study) first")
-    model = make_model(cfg if into is None else into)
-    model.load_state_dict(torch.load(path, weights_only=True))
-    return model.eval()
 
 
 def inspection_batch(
@@ -3153,62 +3725,6 @@ def pointer_head(model: DecoderOnlyLM, task: str, n: int = 16) -> tuple[int, int
     scores = pointer_scores(model, task, n)
     layer, head = divmod(int(scores.argmax()), scores.shape[1])
     return layer, head, float(scores[layer, head])
-
-
-def _cached_rows(cache: Path | None, current: dict[tuple, tuple], hash_cols: Sequence[str]):
-    """Rows of a cached CSV, minus those for a wanted (task, encoding, seed) whose models changed.
-
-    Each row names its models by config hash (`hash_cols`); a row whose key is in `current` but
-    whose hashes differ was computed from other weights (an older grid) and is dropped, to be
-    recomputed. Rows for keys not asked about now are kept as they are."""
-    if cache is None or not Path(cache).exists():
-        return pd.DataFrame()
-    done = pd.read_csv(cache, dtype={c: str for c in hash_cols})  # hex digits, never numbers
-    if not set(hash_cols) <= set(done.columns):
-        return pd.DataFrame()  # written before rows named their models: recompute everything
-    keys = zip(done["task"], done["encoding"], done["seed"])
-    stale = [k in current and current[k] != tuple(h) for k, h in zip(keys, done[list(hash_cols)].values)]
-    if any(stale):
-        print(f"{Path(cache).name}: {sum(stale)} rows were computed from other weights; recomputing them")
-    return done[[not s for s in stale]].reset_index(drop=True)
-
-
-def per_model_table(
-    compute: Callable[[DecoderOnlyLM, str], Any],
-    tasks: Sequence[str],
-    encodings: Sequence[str] | None,
-    seeds: Sequence[int],
-    results_dir: str | Path,
-    cache: Path | None,
-    run: Callable[[str, str, int], RunConfig] = make_run,
-    reference: Callable[[str, str, int], RunConfig] | None = None,
-):
-    """The rows `compute(model, task)` gives (a DataFrame) for each trained model of the tasks,
-    encodings (default: every registered one) and seeds, each row with its task, encoding, seed and
-    config hash. The models are the grid's, or those `run(task, encoding, seed)` names (compute
-    then gets the run's own task). With `reference`, compute also gets the model it names, as a
-    third argument, and rows carry its hash too. Computed once from the saved weights and cached
-    as CSV: rows whose models have other weights now are recomputed (`_cached_rows`), rows for
-    models not asked about are kept."""
-    encodings = encoding_names() if encodings is None else encodings
-    configs = {(t, e, s): run(t, e, s) for t in tasks for e in encodings for s in seeds}
-    refs = {key: reference(*key) for key in configs} if reference is not None else {}
-    current = {key: (cfg.hash, *((refs[key].hash,) if refs else ())) for key, cfg in configs.items()}
-    done = _cached_rows(cache, current, ["config_hash", *(["reference_hash"] if refs else [])])
-    have = set(zip(done["task"], done["encoding"], done["seed"])) if len(done) else set()
-    parts = [done]
-    for (task, enc, seed), hashes in current.items():
-        if (task, enc, seed) not in have:
-            cfg = configs[task, enc, seed]
-            models = [load_run_model(c, results_dir) for c in (cfg, *([refs[task, enc, seed]] if refs else []))]
-            rows = compute(models[0], cfg.task, *models[1:])
-            names = dict(zip(["config_hash", "reference_hash"], hashes))
-            parts.append(rows.assign(task=task, encoding=enc, seed=seed, **names))
-    table = pd.concat(parts, ignore_index=True)
-    if len(parts) > 1 and cache is not None:
-        _atomic_write(Path(cache), lambda p: table.to_csv(p, index=False))
-    want = table["task"].isin(tasks) & table["encoding"].isin(encodings) & table["seed"].isin(list(seeds))
-    return table[want].reset_index(drop=True)
 
 
 def pointer_score_table(
@@ -3277,16 +3793,410 @@ def jsd_table(
     return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
+def jsd_units(jsd, task: str, lengths: Sequence[int] = range(18, 33), with_nope: bool = False):
+    """One row per seed, one column per encoding: mean JSD to NoPE over `lengths` on `task`."""
+    keep = (jsd["task"] == task) & jsd["n"].isin(list(lengths)) & (with_nope | (jsd["encoding"] != "nope"))
+    return jsd[keep].groupby(["seed", "encoding"])["jsd"].mean().unstack("encoding")
+
+
+# What notebook 05 shows: pictures and the explorer.
+def draw_attention(
+    run: RunConfig,
+    layer: int,
+    head: int,
+    n: int,
+    example: int = 0,
+    ax=None,
+    results_dir: str | Path = RESULTS_DIR,
+    name: str | None = None,
+    colorbar: bool | None = None,
+    legend: bool = True,
+) -> dict[str, Any]:
+    """Heatmap of one head of `run`'s model (its weights in `results_dir`) on one gold sequence
+    (output steps x all positions), on-target cells ringed, with a colour bar of the weights
+    (`colorbar`; by default where it draws its own figure) and a legend under the axes, off every
+    cell (`legend`; a figure of many panels draws one of its own instead); the title names the model by
+    `name` (default: its encoding). Returns what was drawn, including the model's greedy output against
+    the target, as token ids and as the task's symbols."""
+    model, task = load_run_model(run, results_dir), run.task
+    c = model.config
+    for what, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
+            valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
+            raise ValueError(f"{what}={value!r} is out of range; valid: {valid}")
+    scored = max(64, example + 1)  # sequences the on-target score averages over
+    batch = inspection_batch(task, n, scored, config=c)
+    head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
+    q, k = answer_sources(task, n)
+    rows = head_maps[example, q].numpy()
+    score = float(head_maps[:, q, k].mean())
+    sep = int(q[0])  # the query that predicts y_1 is SEP
+    own = _uncached_only(c)
+    prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
+    generated = generate(model, prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
+    target = batch.tokens[example, sep + 1 :]
+    colorbar = ax is None if colorbar is None else colorbar
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.8, 4))
+    image = ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="attention weight")
+    ax.scatter(
+        k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
+    )
+    ax.axvline(sep, color="white", lw=0.8, ls=":", label="SEP (the prompt ends)")
+    if legend:  # under the axes: inside, it would sit on the SEP line or the first answer steps
+        dark = {"facecolor": "0.2", "edgecolor": "0.6", "labelcolor": "white"}  # the marks are drawn light
+        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, markerscale=1.6, **dark)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
+    ax.set(
+        title=textwrap.fill(
+            f"{name or encoding_title(run.encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
+            52,
+            break_on_hyphens=False,
+        ),
+        xlabel="key position (BOS, prompt, SEP, answer)",
+        ylabel="answer step i (predicting y_i)",
+    )
+    return {
+        "attention": rows,
+        "on_target": score,
+        "scored_over": scored,
+        "generated": generated.tolist(),
+        "target": target.tolist(),
+        "generated symbols": " ".join(run.make_task().decode(generated.tolist())),
+        "target symbols": " ".join(run.make_task().decode(target.tolist())),
+        "correct": bool(torch.equal(generated, target)),
+        "ax": ax,
+    }
+
+
+def plot_pointer_heads(
+    task: str,
+    encodings: Sequence[str] | None = None,
+    lengths: Sequence[int] = (16, 32),
+    path: Path | None = None,
+    results_dir: str | Path = RESULTS_DIR,
+):
+    """For each encoding's seed-0 model, its pointer head (chosen at n = 16) at each length."""
+    encodings = encoding_names() if encodings is None else encodings
+    fig, axes = plt.subplots(
+        len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False
+    )
+    for row, enc in zip(axes, encodings):
+        layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
+        for ax, n in zip(row, lengths):
+            last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
+            drawn = draw_attention(
+                make_run(task, enc, 0), layer, head, n, ax=ax, results_dir=results_dir, colorbar=last, legend=False
+            )
+    lines = [
+        f"{task}: each seed-0 model's pointer head (the head that attends most to the symbol it must output next,"
+        f" chosen at n = 16), at {' and '.join(f'n = {n}' for n in lengths)}.",
+        "Each heatmap: one sequence. 'On-target' in its title: the head's mean attention weight on the ringed"
+        f" cells (where y_i is), over {drawn['scored_over']} sequences.",
+    ]
+    wrapped = [textwrap.fill(line, width=int(11 * fig.get_figwidth())) for line in lines]
+    fig.suptitle("\n".join(wrapped), fontsize=11)
+    dark = {"facecolor": "0.2", "edgecolor": "0.6", "labelcolor": "white"}  # the marks are drawn light
+    fig.legend(
+        *axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=10, markerscale=1.6, **dark
+    )
+    rows_of_text = sum(w.count("\n") + 1 for w in wrapped)
+    top = 1 - (0.1 + 0.16 * rows_of_text) / fig.get_figheight()
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, top))  # the legend below every panel
+    save_figure(fig, path, dpi=100)
+    return fig
+
+
+def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
+    """The pointer head's on-target score against length (mean over seeds; band = min to max)."""
+    return plot_by_length(
+        table,
+        "on_target",
+        "mean attention on the right source",
+        "pointer head on target",
+        path,
+        train_max,
+        ylim=(-0.02, 1.02),
+    )
+
+
+class AttentionExplorer:
+    """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
+    the heatmap through `draw_attention` and shows greedy output against target. It opens on the
+    pointer head of the chosen model and length (notebook 05's definition: the head with the most
+    attention on the right source), and the "pointer head" button jumps there after a change."""
+
+    def __init__(
+        self,
+        seeds: Sequence[int] = range(5),
+        results_dir: str | Path = RESULTS_DIR,
+        task: str = "reverse",
+        encoding: str = "nope",
+        n: int = 16,
+    ):
+        import ipywidgets as w
+
+        self.results_dir = results_dir
+        cfg = ModelConfig()
+        self.controls = {
+            "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
+            "encoding": w.Dropdown(
+                options=[(encoding_title(e), e) for e in encoding_names()], value=encoding, description="encoding"
+            ),
+            "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
+            "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
+            "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
+            "n": w.IntSlider(value=n, min=1, max=48, description="length n"),
+            "example": w.IntSlider(value=0, min=0, max=63, description="example"),
+        }
+        self.jump = w.Button(description="pointer head", tooltip="jump to the pointer head at this length")
+        self.jump.on_click(lambda _button: self.to_pointer_head())
+        # the heatmap as a PNG in an Image widget and the text under it: each redraw replaces both
+        # values at once (an Output widget cleared and refilled from a callback can lose the figure)
+        self.image = w.Image(format="png", layout=w.Layout(width="630px"))
+        self.caption = w.HTML()
+        controls = list(self.controls.values())
+        self.widget = w.VBox([w.HBox([*controls[:3], self.jump]), w.HBox(controls[3:]), self.image, self.caption])
+        self.widget.add_class("lengen-explorer")
+        self.last: dict[str, Any] = {}
+        self._quiet = True  # no redraw while the pointer head is being set
+        self.to_pointer_head()
+        for c in self.controls.values():
+            c.observe(lambda _change: None if self._quiet else self.redraw(), names="value")
+
+    @staticmethod
+    def trained_tasks(seeds: Sequence[int], results_dir: str | Path, task: str) -> list[str]:
+        """The inspectable tasks with a trained grid model of the first seed (and `task`): a task
+        such as copy_hints has a source per answer token but no grid models to show."""
+
+        def trained(t: str, e: str) -> bool:
+            try:
+                return weights_path(Path(results_dir), make_run(t, e, seeds[0])).exists()
+            except ValueError:  # no grid run of this task and encoding can be made (too few learned rows)
+                return False
+
+        return [t for t in inspectable_tasks() if t == task or any(trained(t, e) for e in encoding_names())]
+
+    def values(self) -> dict[str, Any]:
+        return {k: c.value for k, c in self.controls.items()}
+
+    def to_pointer_head(self) -> None:
+        """Set layer and head to the pointer head of the chosen model at the chosen length, and redraw."""
+        v = self.values()
+        model = load_model(v["task"], v["encoding"], v["seed"], self.results_dir)
+        layer, head, _ = pointer_head(model, v["task"], v["n"])
+        self._quiet = True
+        self.controls["layer"].value, self.controls["head"].value = layer, head
+        self._quiet = False
+        self.redraw()
+
+    def redraw(self) -> None:
+        import html
+        import io
+
+        from matplotlib.figure import Figure
+
+        v = self.values()
+        fig = Figure(figsize=(7, 4.5))  # not pyplot's: nothing is shown or kept open by accident
+        ax = fig.add_subplot()
+        run = make_run(v["task"], v["encoding"], v["seed"])
+        drawn = draw_attention(run, v["layer"], v["head"], v["n"], v["example"], ax=ax, results_dir=self.results_dir)
+        fig.tight_layout()
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=90)
+        verdict = "right" if drawn["correct"] else "wrong"
+        target, generated = drawn["target symbols"], drawn["generated symbols"]
+        text = f"{ax.get_title()}\ntarget    {target}\ngenerated {generated}  ({verdict})"
+        self.image.value, self.caption.value = png.getvalue(), f"<pre>{html.escape(text)}</pre>"
+        self.last = {**v, **drawn, "title": ax.get_title()}
+
+
+def plot_jsd(table, path: Path | None = None, train_max: int = 16):
+    """Each encoding's JSD to NoPE against length (mean over seeds and examples)."""
+    floor = lambda enc: "NoPE vs NoPE of another seed (floor)" if enc == "nope" else encoding_title(enc)  # noqa: E731
+    return plot_by_length(
+        table,
+        "jsd",
+        "JSD to NoPE (bits; min over head pairs)",
+        "attention distance to NoPE",
+        path,
+        train_max,
+        band=False,
+        line_label=floor,
+        shared_legend=True,  # one legend below the panels, clear of the lines
+    )
+
+
 # ---------------------------------------------------------------------------------------------
-# 12. The paper's other tasks, and the ranking across them (notebook 07)
+# 13. Decoding with the caches against recomputing every step: the benchmark (notebook 06)
 # ---------------------------------------------------------------------------------------------
 
 
+KV_METHODS = ("ours, input cache", "ours, KV cache", "ours, uncached", "GPT-2, cached", "GPT-2, uncached")
+
+
+def bench_kv_cache(
+    batches: Sequence[int] = (1, 64),
+    new_tokens: Sequence[int] = (32, 64, 128),
+    prompt_len: int = 16,
+    repeats: int = 5,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Greedy generation time: ours with each cache (`new_cache`) and without, and Hugging Face's
+    GPT2LMHeadModel.generate with and without its cache, same dimensions, one thread.
+
+    Ours uses learned absolute positions and pre-LN, GPT-2's own choices. Both decode greedily for
+    exactly the number of new tokens asked (GPT-2 is built without an end token, so nothing stops
+    it early and no logits processor runs). Each configuration is timed `repeats` times in
+    alternation across the methods; the median is reported.
+    """
+    from transformers import GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    with torch_threads(1):
+        torch.manual_seed(seed)
+        mcfg = ModelConfig(encoding="learned", pre_norm=True, max_positions=prompt_len + max(new_tokens))
+        ours, hf = DecoderOnlyLM(mcfg).eval(), _hf_gpt2(mcfg, eos=False).eval()
+
+        def hf_generate(prompt: Tensor, n: int, use_cache: bool) -> Tensor:
+            gen = GenerationConfig(max_new_tokens=n, do_sample=False, use_cache=use_cache, pad_token_id=PAD)
+            with torch.no_grad():
+                return hf.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=gen)
+
+        methods = dict(
+            zip(
+                KV_METHODS,
+                (
+                    lambda p, n: generate(ours, p, n, cache_kind="inputs"),
+                    lambda p, n: generate(ours, p, n, cache_kind="kv"),
+                    lambda p, n: generate(ours, p, n, use_cache=False),
+                    lambda p, n: hf_generate(p, n, True),
+                    lambda p, n: hf_generate(p, n, False),
+                ),
+            )
+        )
+        rows = []
+        for b in batches:
+            prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (b, prompt_len), generator=torch.Generator().manual_seed(b))
+            for n in new_tokens:
+                times: dict[str, list[float]] = {k: [] for k in methods}
+                for fn in methods.values():
+                    fn(prompt, 4)  # warm-up
+                for _ in range(repeats):
+                    for k, fn in methods.items():
+                        t0 = time.perf_counter()
+                        out = fn(prompt, n)
+                        times[k].append(time.perf_counter() - t0)
+                        if out.shape != (b, prompt_len + n):
+                            raise RuntimeError(f"{k} returned {tuple(out.shape)}, expected {(b, prompt_len + n)}")
+                rows.append(
+                    {
+                        "batch": b,
+                        "new_tokens": n,
+                        **{k: float(np.median(v)) for k, v in times.items()},
+                        "repeat_seconds": times,
+                    }
+                )  # round i of every method ran back to back
+        cache_bytes = {kind: new_cache(ours, 64, prompt_len + 128, kind).nbytes for kind in CACHE_KINDS}
+    return {
+        "what": f"median seconds of greedy generation after a {prompt_len}-token prompt, one thread",
+        "repeats": repeats,
+        "rows": rows,
+        "cache_bytes_batch64_144_positions": cache_bytes,
+        "versions": library_versions() | {"transformers": __import__("transformers").__version__},
+    }
+
+
+def bench_kv_runs(runs: int = 3, repeats: int = 5) -> dict[str, Any]:
+    """`bench_kv_cache` `runs` times, each in a fresh Python process, one after another.
+
+    On a shared machine a whole run can be fast or slow (neighbours, where the process's memory
+    lands), which the repeats inside one run cannot show; the ratios are computed within each
+    run, side by side, and then summarised across runs (`kv_summary`)."""
+    if runs == 1:
+        return {"runs": [bench_kv_cache(repeats=repeats)]}
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(runs):
+            path = Path(tmp) / f"run{i}.json"
+            cmd = [
+                sys.executable,
+                "-m",
+                "lengen_helpers",
+                "bench-kv",
+                "--runs",
+                "1",
+                "--repeats",
+                str(repeats),
+                "--out",
+                str(path),
+            ]
+            subprocess.run(cmd, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+            out += json.loads(path.read_text())["runs"]
+    return {"runs": out}
+
+
+# What notebook 06 shows: the speed-ups, their range and a figure.
+
+
+def kv_ratios(run: dict[str, Any]):
+    """One run of the benchmark as a table (seconds) with the speed-ups the targets are stated in."""
+    df = pd.DataFrame([{k: v for k, v in r.items() if k != "repeat_seconds"} for r in run["rows"]])
+    df = df.set_index(["batch", "new_tokens"])
+    for cache in ("input cache", "KV cache"):
+        df[f"uncached / {cache}"] = df["ours, uncached"] / df[f"ours, {cache}"]
+        df[f"GPT-2 cached / {cache}"] = df["GPT-2, cached"] / df[f"ours, {cache}"]
+    return df
+
+
+def kv_summary(result: dict[str, Any], stat: str = "median"):
+    """Every column of `kv_ratios` across the runs of `bench_kv_runs`: "median", "min" or "max"
+    of the per-run values (each ratio is taken within its run first)."""
+    per_run = pd.concat([kv_ratios(run) for run in result["runs"]], keys=range(len(result["runs"])), names=["run"])
+    return per_run.groupby(level=["batch", "new_tokens"]).agg(stat)
+
+
+def kv_ratio_range(result: dict[str, Any]):
+    """Each speed-up of `kv_ratios` as "least to greatest" over the runs of `bench_kv_runs`."""
+    least, greatest = kv_summary(result, "min"), kv_summary(result, "max")
+    ratios = [c for c in least.columns if " / " in c]
+    return least[ratios].map("{:.2f}".format) + " to " + greatest[ratios].map("{:.2f}".format)
+
+
+def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
+    df = kv_summary(result).reset_index()
+    batches = list(dict.fromkeys(df["batch"]))
+    fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 4), squeeze=False)
+    # methods, not encodings: ours black and gray, GPT-2 cyan, none an encoding's colour
+    styles = dict(zip(KV_METHODS, (("black", "-"), ("C7", "-"), ("black", "--"), ("C9", "-"), ("C9", "--"))))
+    for ax, b in zip(axes[0], batches):
+        g = df[df["batch"] == b]
+        for k, (color, ls) in styles.items():
+            ax.plot(g["new_tokens"], g[k], color=color, ls=ls, marker="o", label=k)
+        ax.set(
+            title=f"batch {b}: greedy generation time",
+            xlabel="new tokens (after a 16-token prompt)",
+            ylabel=f"seconds (median over {len(result['runs'])} runs, one thread)",
+            yscale="log",
+            xscale="log",
+        )
+        ax.set_xticks(list(g["new_tokens"]), [str(x) for x in g["new_tokens"]])
+        ax.tick_params(axis="x", which="minor", labelbottom=False)  # only the measured token counts
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 14. The paper's other tasks, and the ranking across them (notebook 07)
+# ---------------------------------------------------------------------------------------------
 # The paper's arithmetic and algorithmic tasks (notebook 07), at our scale: each draws its prompts
 # from a seed, has its own symbols, and is tested against an independent computation in
 # tests/test_paper_tasks.py. Sizes up to L = 8 train, L+1 to 2L test, as in the paper.
-
-
 def _digits(t: Tensor) -> Tensor:
     return t - N_SPECIAL  # token ids of "0".."9" (the first ten symbols) -> digits
 
@@ -4128,9 +5038,9 @@ def seed_order(scores, task: str) -> str:
     neighbours where every seed puts the first ahead, "~" where they do not all agree."""
     s = scores.xs(task, level="task")
     order = list(s.mean().sort_values(ascending=False).index)
-    line = label(order[0])
+    line = encoding_title(order[0])
     for a, b in zip(order[:-1], order[1:]):
-        line += f" {'>' if bool((s[a] > s[b]).all()) else '~'} {label(b)}"
+        line += f" {'>' if bool((s[a] > s[b]).all()) else '~'} {encoding_title(b)}"
     return line
 
 
@@ -4229,7 +5139,12 @@ def pairwise_evidence(
     for a, b in itertools.combinations(point.index, 2):  # a ahead of b by the point statistic
         d = (tasks[a] - tasks[b]).to_numpy()
         left_out = [np.delete(d * w, i).sum() > 0 for i in range(len(d))] if len(d) > 1 else [False]
-        row = {"pair": f"{label(a)} > {label(b)}", "MRR A": point[a], "MRR B": point[b], "bootstrap": p.loc[a, b]}
+        row = {
+            "pair": f"{encoding_title(a)} > {encoding_title(b)}",
+            "MRR A": point[a],
+            "MRR B": point[b],
+            "bootstrap": p.loc[a, b],
+        }
         row |= {"tasks won": f"{int((d > 0).sum())} of {len(d)}", "sign-flip p": sign_flip_p(d, w, two_sided=True)}
         row |= {
             "holds leaving out any one task": all(left_out),
@@ -4257,7 +5172,7 @@ def mrr_decomposition(df, t5_etc: Sequence[str] = PAPER_ROW_ORDER):
         "ties broken by the paper's row order": weighted_mrr(column_reciprocal_ranks(pooled, t5_etc)),
         "each task weighed by the paper's splits it stands for (the paper's statistic)": paper_mrr(pooled, t5_etc),
     }
-    return pd.DataFrame(steps).T[list(mean.columns)].rename(columns=label)
+    return pd.DataFrame(steps).T[list(mean.columns)].rename(columns=encoding_title)
 
 
 def both_statistics(frames: Mapping[str, Any]):
@@ -4279,7 +5194,7 @@ def evidence_both(frame) -> dict[str, Any]:
 def between(evidence, a: str, b: str):
     """The row of `pairwise_evidence` (or `evidence_table`) for encodings `a` and `b`, whichever
     is ahead."""
-    pairs = [f"{label(a)} > {label(b)}", f"{label(b)} > {label(a)}"]
+    pairs = [f"{encoding_title(a)} > {encoding_title(b)}", f"{encoding_title(b)} > {encoding_title(a)}"]
     found = [q for q in pairs if q in evidence.index]
     if not found:
         raise KeyError(f"no pair of {a} and {b}; pairs: {', '.join(evidence.index)}")
@@ -4302,11 +5217,387 @@ def paper_test_accuracy(tasks: Sequence[str]):
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# 13. How NoPE knows where it is: the paper's theorems as hand-set weights, and probes (notebook 08)
-# ---------------------------------------------------------------------------------------------
+PAPER_TASK_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str]] = [
+    ("paper-tasks", paper_tasks_runs, "."),
+    *[(task, functools.partial(paper_split_runs, task), ".") for task in (*PAPER_TASKS, "scan", "pcfg")],
+    *[
+        (f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".")
+        for task, steps in LONGER_STEPS.items()
+    ],
+    ("ten-task-pilot", ten_task_pilot, "pilots"),
+    *[
+        (f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".")
+        for task, (shape, _) in CHOSEN_SHAPES.items()
+    ],
+    *[(f"{task}-pilot", functools.partial(second_pilot, task), "pilots") for task in SECOND_PILOT],
+    ("pcfg-deep", pcfg_deep_runs, "."),
+    ("lego-width", lego_width, "pilots"),
+    ("lego-pre-norm", lego_pre_norm, "pilots"),
+    ("lego-pre-norm-8", functools.partial(lego_pre_norm, 8), "pilots"),
+]
+for row in PAPER_TASK_EXPERIMENTS:  # name (`sweep --grid NAME`), runs, folder under results/
+    register_experiment(*row, "07_paper_tasks")
 
 
+# What notebook 07 shows: tables, figures and verdicts.
+def pilot_table(copy_run: float, results_dir: str | Path | None = None):
+    """The pilot, one row per run in the order tried: task (format), encoding, shape, learning
+    rate, steps, compute in copy runs (`copy_run`: one copy run's FLOPs), wall time, and mean exact
+    match over the training sizes (%)."""
+    results_dir = experiment("ten-task-pilot").results_dir() if results_dir is None else results_dir
+    rows = []
+    for cfg, (_, _, shape, _) in zip(ten_task_pilot(), TEN_TASK_PILOT):
+        rec = record_of(results_dir, cfg)
+        rows.append(
+            {
+                "task": cfg.make_task().key,
+                "encoding": cfg.encoding,
+                "shape": shape,
+                "lr": cfg.lr,
+                "steps": cfg.steps,
+                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
+                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
+                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def second_pilot_table(copy_run: float, results_dir: str | Path | None = None):
+    """The second pilot, one row per run: task (format), encoding, layers, steps, compute in copy
+    runs, wall time, exact match (%) at the longest training size and its mean over the training
+    sizes, and whether that mean reaches the goal (`SECOND_PILOT_GOAL`; None until trained)."""
+    results_dir = experiment("lego-pilot").results_dir() if results_dir is None else results_dir
+    rows = []
+    for cfg in (c for task in SECOND_PILOT for c in second_pilot(task)):
+        rec = record_of(results_dir, cfg)
+        rows.append(
+            {
+                "task": cfg.make_task().key,
+                "encoding": cfg.encoding,
+                "layers": cfg.model.n_layers,
+                "steps": cfg.steps,
+                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
+                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
+                f"at {cfg.train_max_len} (%)": 100 * rec["exact_match"][str(cfg.train_max_len)]
+                if rec
+                else float("nan"),
+                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
+                "goal": bool(rec["in_distribution_mean"] >= SECOND_PILOT_GOAL) if rec else None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def size_label(key: str) -> str:
+    """The x label for a task's sizes: "size n (what n counts)" ("size n" for a task not listed)."""
+    unit = SIZE_UNITS.get(task_of_key(key).name)
+    return f"size n ({unit})" if unit else "size n"
+
+
+def task_title(key: str) -> str:
+    """A task's key in words for a figure: "addition.paper" -> "addition (the paper's format)"."""
+    name, *options = key.split(".")
+    name = TASK_NAMES.get(name, name)
+    return f"{name} ({', '.join(TASK_OPTION_WORDS.get(o, o) for o in options)})" if options else name
+
+
+def in_distribution_goal(df, median_bar: float = 0.95, seed_bar: float = 0.90, seeds: int = 3):
+    """Per (task, encoding): each seed's mean exact match over the training sizes, then its median
+    and lowest over seeds, and whether it meets the goal (median >= `median_bar`, no seed below
+    `seed_bar`, `seeds` seeds)."""
+    per_seed = training_rows(df).groupby(["task", "encoding", "seed"])["exact_match"].mean()
+    g = per_seed.groupby(level=["task", "encoding"])
+    median, lowest, count = g.median(), g.min(), g.size()
+    meets = (median >= median_bar) & (lowest >= seed_bar) & (count >= seeds)
+    return pd.DataFrame(
+        {
+            "median (%)": (100 * median).round(1),
+            "lowest seed (%)": (100 * lowest).round(1),
+            "seeds": count,
+            "meets goal": meets,
+        }
+    )
+
+
+def hierarchical_summary(rr, splits: dict[str, int] | None = None, n_boot: int = 10000, seed: int = 0):
+    """Per encoding: the mean reciprocal rank (`weighted_mrr`), its 95% interval over hierarchical
+    resamples (tasks, then seeds within each) and the share of resamples in which it is the best."""
+    boot = hierarchical_bootstrap(rr, splits, n_boot, seed)
+    point = weighted_mrr(rr, splits)[list(rr.columns)]
+    out = pd.DataFrame(
+        {
+            "mean": point.to_numpy(),
+            "95% low": np.percentile(boot, 2.5, axis=0),
+            "95% high": np.percentile(boot, 97.5, axis=0),
+            "P(best)": np.bincount(boot.argmax(axis=1), minlength=boot.shape[1]) / len(boot),
+        },
+        index=list(rr.columns),
+    )
+    return out.sort_values("mean", ascending=False)
+
+
+def evidence_table(evidence):
+    """`pairwise_evidence` as a reader scans it: shares in %, the sign-flip p to 3 places, and a
+    mark per check ("yes" where it holds)."""
+    yes = {True: "yes", False: "no"}
+    return pd.DataFrame(
+        {
+            "MRR A": evidence["MRR A"].round(3),
+            "MRR B": evidence["MRR B"].round(3),
+            "bootstrap (%)": (100 * evidence["bootstrap"]).round(0).astype(int),
+            "tasks won": evidence["tasks won"],
+            "sign-flip p": evidence["sign-flip p"].round(3),
+            "bootstrap p, Holm": evidence["bootstrap p (Holm)"].round(3),
+            "sign-flip p, Holm": evidence["sign-flip p (Holm)"].round(3),
+            "holds without any one task": evidence["holds leaving out any one task"].map(yes),
+            "random seed pairings (%)": (100 * evidence["random seed pairings"]).round(0).astype(int),
+            "stated": evidence["stated"].map(yes),
+        }
+    )
+
+
+def stated_orderings(evidence) -> str:
+    """The pairs `pairwise_evidence` states, joined; "none" if it states none."""
+    return ", ".join(evidence.index[evidence["stated"]]) or "none"
+
+
+def family_reach(evidence) -> str:
+    """What a `pairwise_evidence` table's tests can state at all: its pairs (the family), its
+    tasks, and the smallest Holm-corrected p its sign-flip test can give (`smallest_corrected_p`)
+    against `FAMILY_ALPHA`."""
+    tasks = int(str(evidence["tasks won"].iloc[0]).split(" of ")[1])
+    p = smallest_corrected_p(tasks, len(evidence))
+    where = "over" if p > FAMILY_ALPHA else "within"
+    line = f"{len(evidence)} pairs over {tasks} tasks: the smallest corrected two-sided sign-flip p is {p:.3f}"
+    return line + f", {where} {FAMILY_ALPHA:.2f}" + (": no ordering can be stated" if p > FAMILY_ALPHA else "")
+
+
+def goal_marks(goal):
+    """`in_distribution_goal` as one (task x encoding) table: the median over seeds (%), with the
+    lowest seed in brackets and a cross where the goal is missed, a tick where it is met."""
+
+    def cell(row) -> str:
+        if row["meets goal"]:
+            return f"{row['median (%)']:.1f} ✓"
+        return f"{row['median (%)']:.1f} ({row['lowest seed (%)']:.1f}) ✗"
+
+    out = goal.apply(cell, axis=1).unstack("encoding")
+    return out[[e for e in ENCODINGS if e in out.columns]].rename(columns=encoding_title)
+
+
+def tasks_meeting_goal(goal, tasks: Sequence[str]) -> list[str]:
+    """Those of `tasks` on which every encoding meets the in-distribution goal."""
+    return [t for t in tasks if bool(goal.loc[t, "meets goal"].all())]
+
+
+def flagged_ranks(rr, goal):
+    """Each task's mean reciprocal rank over its seeds (`per_task_rr`), to 2 places, marked "*"
+    where that (task, encoding) misses the in-distribution goal: there the rank measures a failure
+    to learn the task, not to extrapolate it."""
+    per_task = per_task_rr(rr)
+    missed = set(goal.index[~goal["meets goal"].astype(bool)])
+    marks = pd.DataFrame(
+        [[" *" if (t, e) in missed else "" for e in per_task.columns] for t in per_task.index],
+        index=per_task.index,
+        columns=per_task.columns,
+    )
+    return (per_task.map("{:.2f}".format) + marks).rename(columns=encoding_title)
+
+
+def runs_against_level(configs: Sequence[RunConfig], level: float, results_dir: str | Path = RESULTS_DIR):
+    """One row per run of `configs` (encoding, seed): whether it is trained, its mean exact match
+    over the training sizes (%) and whether that reaches `level` (a fraction; None untrained)."""
+    rows = []
+    for cfg in configs:
+        rec = record_of(results_dir, cfg)
+        score = 100 * rec["in_distribution_mean"] if rec else float("nan")
+        clears = bool(rec["in_distribution_mean"] >= level) if rec else None
+        rows.append(
+            {"encoding": encoding_title(cfg.model.encoding), "seed": cfg.seed, "trained": rec is not None}
+            | {"in distribution (%)": score, "clears": clears}
+        )
+    return pd.DataFrame(rows)
+
+
+def shape_words(model: ModelConfig) -> str:
+    """A model's shape as the tables of every model tried name it: "6 x 64", or "6 x 64, pre-norm"."""
+    return f"{model.n_layers} x {model.d_model}" + (", pre-norm" if model.pre_norm else "")
+
+
+def shapes_tried(task: str, window: int = 2000, falling: float = STILL_FALLING):
+    """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
+    rate, encoding) in the order first trained: its experiment, layers x width, seeds, the mean exact
+    match over the training sizes (%; median and range over seeds), the training loss at the end
+    (median), its change over the last `window` steps (%, median) and how many seeds' loss still
+    falls there by more than the fraction `falling`."""
+    rows = []
+    for name, cfg, rec in trained_runs_of(task):
+        end = cfg.steps
+        last, before = loss_at(rec, end), loss_at(rec, end - window)
+        shape = shape_words(cfg.model)
+        rows.append(
+            {"format": cfg.make_task().key, "experiment": name, "shape": shape, "steps": end, "learning rate": cfg.lr}
+            | {
+                "encoding": encoding_title(cfg.model.encoding),
+                "seed": cfg.seed,
+                "in": 100 * rec["in_distribution_mean"],
+                "loss": last,
+                "change": 100 * (last / before - 1),
+                "falling": still_falling(before, last, falling),
+            }
+        )
+    runs = pd.DataFrame(rows)
+    keys = ["format", "shape", "steps", "learning rate", "encoding"]
+    out = runs.groupby(keys, sort=False).agg(
+        experiment=("experiment", "first"),
+        seeds=("seed", "nunique"),
+        median=("in", "median"),
+        lowest=("in", "min"),
+        highest=("in", "max"),
+        loss=("loss", "median"),
+        change=("change", "median"),
+        falling=("falling", "sum"),
+    )
+    return out.rename(
+        columns={
+            "median": "in distribution (%, median)",
+            "lowest": "lowest (%)",
+            "highest": "highest (%)",
+            "loss": "final loss (median)",
+            "change": f"loss change over the last {window:,} steps (%, median)",
+            "falling": f"seeds still falling (> {100 * falling:g}%)",
+        }
+    ).reset_index()
+
+
+def sizes_tried(task: str, level: float = 0.9) -> pd.DataFrame:
+    """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
+    rate, encoding) as `shapes_tried` has them: exact match (%) at each training size, the median
+    over its seeds, and the size up to which every size holds `level` (`longest_at_least`, on
+    those medians): the longest chain, for LEGO, the models resolve."""
+    rows, sizes = [], {}
+    for _, cfg, rec in trained_runs_of(task):
+        keys = {"format": cfg.make_task().key, "shape": shape_words(cfg.model), "steps": cfg.steps}
+        keys |= {"learning rate": cfg.lr, "encoding": encoding_title(cfg.model.encoding), "seed": cfg.seed}
+        trained = cfg.make_task().sizes(1, cfg.train_max_len)
+        sizes |= dict.fromkeys(trained)
+        rows.append(keys | {n: 100 * rec["exact_match"][str(n)] for n in trained})
+    runs = pd.DataFrame(rows)
+    keys = ["format", "shape", "steps", "learning rate", "encoding"]
+    out = runs.groupby(keys, sort=False).agg({"seed": "nunique"} | {n: "median" for n in sorted(sizes)})
+    out = out.rename(columns={"seed": "seeds"})
+    sizes = sorted(sizes)
+    out[f"every size >= {100 * level:g}% to"] = [
+        longest_at_least({n: row[n] / 100 for n in sizes}, level) for _, row in out.iterrows()
+    ]
+    return out.reset_index()
+
+
+def plot_shapes_tried(
+    task: str, encodings: Sequence[str] = ("nope", "sinusoidal"), seed: int = 0, path: Path | None = None
+):
+    """Training loss against step for every model tried on `task` (`trained_runs_of`), seed
+    `seed`: one panel per encoding, one line per (shape, steps, learning rate) in a colour of its
+    own, a line style per format, on a log axis; the legend below the panels, its title naming the
+    line styles."""
+    runs = [(c, r) for _, c, r in trained_runs_of(task) if c.seed == seed and c.model.encoding in encodings]
+    models = list(dict.fromkeys((shape_words(c.model), c.steps, c.lr) for c, _ in runs))
+    formats = list(dict.fromkeys(c.make_task().key for c, _ in runs))
+    colours = dict(zip(models, plt.cm.tab10(np.arange(len(models)) % 10)))
+    styles = dict(zip(formats, ("-", "--", ":", "-.")))
+    fig, axes = plt.subplots(1, len(encodings), figsize=(6.5 * len(encodings), 4.4), sharey=True, squeeze=False)
+    handles: dict[str, Any] = {}
+    for ax, enc in zip(axes[0], encodings):
+        mine = [(c, r) for c, r in runs if c.model.encoding == enc]
+        for cfg, rec in mine:
+            curve, model = rec["loss_curve"], (shape_words(cfg.model), cfg.steps, cfg.lr)
+            steps = curve["every"] * np.arange(1, len(curve["mean_loss"]) + 1)
+            name = f"{model[0]}, {model[1]:,} steps, lr {model[2]:g}"
+            fmt = cfg.make_task().key
+            (line,) = ax.plot(steps, curve["mean_loss"], color=colours[model], ls=styles[fmt], lw=1.6)
+            handles.setdefault(name, Line2D([], [], color=colours[model], lw=2))
+        ax.set_yscale("log")
+        ax.set(title=f"{task_title(task)}, {encoding_title(enc)}, seed {seed}", xlabel="training step")
+        if not mine:
+            ax.text(0.5, 0.5, "no run trained", ha="center", transform=ax.transAxes)
+    axes[0][0].set_ylabel("training loss per answer token (log scale)")
+    names = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dotted"}
+    title = "model: layers x width, steps, learning rate; "
+    title += ", ".join(f"{names[styles[f]]}: {task_title(f)}" for f in formats)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize=8, title=title)
+    fig.tight_layout(rect=(0, 0.06 * (1 + len(handles) // 3), 1, 1))
+    save_figure(fig, path)
+    return fig
+
+
+def plot_mrr(
+    units,
+    paper: dict[str, float] | None = None,
+    title: str = "",
+    path: Path | None = None,
+    summary=None,
+    resampled: str = "",
+    paper_label: str = "the paper's own runs",
+    ylabel: str = "mean reciprocal rank",
+    note: str = "",
+):
+    """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
+    `mrr_units`, resampled as rows; or a ready `summary` with mean and interval columns, such as
+    `hierarchical_summary`'s, and what it `resampled`), and the paper's figure for each encoding
+    it reports as a marker beside its bar (`paper_label` in the legend), clear of the whisker.
+    `note`, such as the orderings a test states, is written under the axes, where a reader sees
+    what the intervals alone do not show. Title lines longer than 72 characters wrap to fit the
+    figure."""
+    summary = bootstrap_summary(units) if summary is None else summary
+    resampled = resampled or f"{len(units)} bootstrap units"
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    x = np.arange(len(summary))
+    err = [summary["mean"] - summary["95% low"], summary["95% high"] - summary["mean"]]
+    ax.bar(
+        x,
+        summary["mean"],
+        yerr=err,
+        capsize=4,
+        color=[encoding_color(e) for e in summary.index],
+    )
+    # the bars are named by their ticks; the legend names the marks drawn on them
+    whisker = Line2D([], [], color="black", marker="_", markersize=10, linestyle="-", linewidth=1)
+    handles, labels = [whisker], [f"ours: the bar, whiskers its 95% interval ({resampled})"]
+    if paper:
+        known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
+        beside = [i + 0.3 for i, _ in known]  # at the bar's edge, not on its whisker
+        ax.scatter(beside, [v for _, v in known], color="black", marker="D", zorder=3)
+        handles, labels = [ax.collections[-1], *handles], [paper_label, *labels]
+    ax.set_xticks(x, [encoding_title(e) for e in summary.index])
+    title = title or "Mean reciprocal rank over (task, seed) columns"
+    ax.set(
+        title="\n".join(textwrap.fill(line, 72) for line in title.split("\n")),  # a long list of tasks wraps
+        ylabel=ylabel,
+        xlabel="positional encoding",
+        ylim=(0, 1.05),
+    )
+    ax.legend(handles, labels, fontsize=8)
+    if note:
+        fig.text(0.01, 0.01, textwrap.fill(note, 110), fontsize=8, va="bottom", ha="left")
+        fig.tight_layout(rect=(0, 0.04 * (1 + note.count(" ") // 16), 1, 1))
+    else:
+        fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def in_distribution_spread(records: Sequence[Mapping[str, Any]]) -> pd.Series:
+    """Per encoding, how far its runs' exact match in distribution (the mean over the training
+    sizes, %) lie apart: the highest seed's minus the lowest's."""
+    rows = [{"encoding": r["config"]["model"]["encoding"], "in": 100 * r["in_distribution_mean"]} for r in records]
+    by_encoding = pd.DataFrame(rows).groupby("encoding")["in"]
+    return by_encoding.max() - by_encoding.min()
+
+
+# ---------------------------------------------------------------------------------------------
+# 15. How NoPE knows where it is: the paper's theorems as hand-set weights, and probes (notebook 08)
+# ---------------------------------------------------------------------------------------------
 # A causal decoder without positional encoding can still tell positions apart: attending
 # uniformly over its prefix, position t sees t + 1 tokens, and if only the first (BOS) carries a
 # value, the average is 1/(t+1) (the paper's Theorem 1). A second layer can then attend by
@@ -4316,7 +5607,6 @@ def paper_test_accuracy(tasks: Sequence[str]):
 # +/- pair of coordinates, so every vector has mean 0 and LayerNorm only rescales it):
 #   token i at (+i, -(V+i)); 1/(t+1) at (2V, 2V+1); cos wt, sin wt at (2V+2, 2V+3) and negated at
 #   (2V+4, 2V+5); the token `offset` back at (2V+6+i, 3V+6+i).
-
 PROBES_DIR = RESULTS_DIR / "probes"
 
 
@@ -4720,11 +6010,319 @@ def uniform_heads(table, train_last: int = 33, level: float = UNIFORM_LEVEL):
     return out[out["lowest"] >= level].drop(columns="lowest").reset_index()
 
 
-# ---------------------------------------------------------------------------------------------
-# 14. Where the models go wrong, and what moves the cliff: failure anatomy, interventions (notebook 09)
-# ---------------------------------------------------------------------------------------------
+# What notebook 08 shows: tables, figures and verdicts.
+def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))):
+    """Per (task, encoding, seed, layer, probe): the mean absolute error (positions) on held-out
+    sequences of the training sizes, then on longer sequences at the positions within each band."""
+    keys = ["task", "encoding", "seed", "layer", "probe"]
+    t = table.assign(abs_sum=table["mae"] * table["count"])
+    parts = {}
+    pick = {"training sizes": t["sizes"] == "training"}
+    for lo, hi in bands:
+        pick[f"positions {lo}-{hi}"] = (t["sizes"] == "longer") & t["position"].between(lo, hi)
+    for name, rows in pick.items():
+        s = t[rows].groupby(keys)[["abs_sum", "count"]].sum()
+        parts[name] = s["abs_sum"] / s["count"]
+    return pd.DataFrame(parts)
 
 
+def first_layer_summary(table, bands: dict[str, tuple[int, int]]):
+    """Per (task, encoding, head) of `first_layer_table`: the mean over each band of query positions
+    of the BOS weight times (t + 1) and of the entropy over log(t + 1) (both 1 for uniform attention)."""
+    g = table.assign(
+        bos_x_t1=table["bos_weight"] * (table["position"] + 1),
+        entropy_ratio=table["entropy"] / table["uniform_entropy"],
+    )
+    parts = {
+        name: g[g["position"].between(lo, hi)]
+        .groupby(["task", "encoding", "head"])[["bos_x_t1", "entropy_ratio"]]
+        .mean()
+        for name, (lo, hi) in bands.items()
+    }
+    out = pd.concat(parts, axis=1)
+    names = {"bos_x_t1": "BOS weight x (t+1)", "entropy_ratio": "entropy / log(t+1)"}
+    out.columns = [f"positions {band}: {names[c]}" for band, c in out.columns]
+    return out
+
+
+def _readable(fig: Any) -> None:
+    """Set every panel's title, axis labels and tick labels of `fig` to `FIGURE_TEXT`'s sizes."""
+    for ax in fig.axes:
+        ax.title.set_fontsize(FIGURE_TEXT["title"])
+        ax.xaxis.label.set_fontsize(FIGURE_TEXT["label"])
+        ax.yaxis.label.set_fontsize(FIGURE_TEXT["label"])
+        ax.tick_params(labelsize=FIGURE_TEXT["tick"])
+
+
+def hidden_state_name(i: int) -> str:
+    """The name of hidden state i of `hidden_states_by_position` (the probes' `layer` column):
+    0 is the embeddings, i > 0 the output of layer i - 1, layers counted from 0 ("after L0")."""
+    return "embeddings" if i == 0 else f"after L{i - 1}"
+
+
+def condensed_probe_table(summary, decimals: int = 1):
+    """`probe_summary` (one seed) for reading: a row per hidden state (`hidden_state_name`) and
+    encoding, a column per (task, band, probe), rounded to `decimals`. Encodings whose rows are the
+    same at a hidden state once rounded (embeddings that carry no position) share one row, their
+    names joined."""
+    if "seed" in summary.index.names:
+        if summary.index.get_level_values("seed").nunique() > 1:
+            raise ValueError("condensed_probe_table reads one seed's probes")
+        summary = summary.droplevel("seed")
+    long = summary.rename_axis(columns="band").stack().rename("mae").reset_index()
+    tasks, bands = list(dict.fromkeys(long["task"])), list(summary.columns)
+    probes = list(dict.fromkeys(long["probe"]))
+    wide = long.pivot_table(index=["layer", "encoding"], columns=["task", "band", "probe"], values="mae")
+    wide = wide.reindex(columns=pd.MultiIndex.from_product([tasks, bands, probes], names=wide.columns.names))
+    order = {e: i for i, e in enumerate(encoding_names())}
+    wide = wide.round(decimals)
+    rows, index = [], []
+    for layer in sorted(wide.index.get_level_values("layer").unique()):
+        part = wide.xs(layer, level="layer")
+        part = part.loc[sorted(part.index, key=lambda e: (order.get(e, len(order)), e))]
+        groups: dict[tuple, list[str]] = {}
+        for enc, values in part.iterrows():
+            groups.setdefault(tuple(values.fillna(np.inf)), []).append(enc)
+        for encs in groups.values():
+            rows.append(part.loc[encs[0]])
+            index.append((hidden_state_name(int(layer)), ", ".join(encoding_title(e) for e in encs)))
+    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["hidden state", "encoding"]))
+
+
+def plot_construction_precision(table, path: Path | None = None):
+    """The largest readout error and the largest share of the second layer's (L1's) attention off
+    its target over every position a construction covers, against the number of positions it is
+    built for (an exact 0 drawn at the floor, and said so, in a panel that has one)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
+    table = table.assign(off_target=1 - table["attention_on_target"])
+    worst = table.groupby("n_positions")[["readout_error", "off_target"]].max()
+    floors = {"readout_error": 1e-9, "off_target": 1e-12}
+    panels = (
+        (a, "readout_error", "largest |position read back - t| (positions)", "Theorem 1: the position L0 writes"),
+        (b, "off_target", "largest 1 - attention on t - 1", "Theorem 2: L1's attention off its target"),
+    )
+    for ax, column, ylabel, title in panels:
+        ax.plot(worst.index, worst[column].clip(lower=floors[column]), color="black", marker="o", label="float32")
+        if (worst[column] <= floors[column]).any():  # the floor is drawn, and named, only where a value sits on it
+            ax.axhline(floors[column], color="gray", ls="--", lw=0.8, label=f"{floors[column]:g}: exact (0) drawn here")
+        ax.set(xscale="log", yscale="log", xlabel="positions the construction is built for", ylabel=ylabel, title=title)
+        ax.set_xticks(list(worst.index), [str(n) for n in worst.index])
+        ax.minorticks_off()
+    a.axhline(0.5, color="black", ls=":", lw=1, label="half a position: the readout rounds wrong")
+    b.axhline(0.5, color="black", ls=":", lw=1, label="half its attention off: the target no longer wins")
+    for ax, where in ((a, "lower right"), (b, "center left")):  # where no point or line is
+        ax.set_ylim(top=5.0)  # the half-way line clear of the frame
+        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc=where)
+    fig.suptitle("The worst position of each construction, in float32 (layers L0 and L1)", fontsize=14)
+    _readable(fig)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def _probe_curves(g, train_last: int) -> tuple[Any, Any]:
+    """A probe's mean |error| per position over held-out sequences of the training sizes up to
+    `train_last`, and over longer sequences from `train_last` on."""
+
+    def curve(sizes: str):
+        s = g[g["sizes"] == sizes].groupby("position")[["abs_sum", "count"]].sum()
+        return s["abs_sum"] / s["count"]
+
+    inside, outside = curve("training"), curve("longer")
+    return inside[inside.index <= train_last], outside[outside.index >= train_last]
+
+
+def best_probe_layers(table, probe: str = "mlp") -> dict[tuple[str, str], int]:
+    """Per (task, encoding): the hidden state (the `layer` column) whose `probe` reads the position
+    best on held-out sequences of the training sizes."""
+    t = table[(table["probe"] == probe) & (table["sizes"] == "training")]
+    s = t.assign(abs_sum=t["mae"] * t["count"]).groupby(["task", "encoding", "layer"])[["abs_sum", "count"]].sum()
+    err = s["abs_sum"] / s["count"]
+    return {(task, enc): int(layer) for (task, enc, layer) in err.groupby(level=["task", "encoding"]).idxmin()}
+
+
+def plot_probe_errors(
+    table,
+    reach: dict[str, int],
+    train_last: int,
+    path: Path | None = None,
+    probe: str = "mlp",
+    by_layer: str | None = "nope",
+    level: float = 0.9,
+):
+    """Probe error against position, one panel per task: each encoding's model at the hidden state
+    its probe reads best (`best_probe_layers`), in the encoding's colour, with its exact-match
+    cliff (`reach`, keyed 'task/encoding': the last position its answer reaches at the longest n
+    whose every size scores at least `level`, `exact_match_cliff`) marked on its line;
+    and, if `by_layer` names an encoding, a second row with that encoding's every hidden state, its
+    cliff a vertical line. Solid: held-out sequences of the training sizes (positions up to
+    `train_last`, shaded: where the probe is fitted); dashed: longer sequences, from `train_last` on."""
+    t = table[table["probe"] == probe]
+    t = t.assign(abs_sum=t["mae"] * t["count"])
+    tasks = list(dict.fromkeys(t["task"]))
+    order = {e: i for i, e in enumerate(encoding_names())}
+    encodings = sorted(dict.fromkeys(t["encoding"]), key=lambda e: (order.get(e, len(order)), e))
+    best = best_probe_layers(table, probe)
+    layered = by_layer in encodings
+    rows = 2 if layered else 1
+    fig, axes = plt.subplots(rows, len(tasks), figsize=(7.2 * len(tasks), 5.2 * rows), squeeze=False, sharey=True)
+    cliff_note = f"the cliff: the last position the answer reaches at the longest n with every size at {level:.0%}"
+
+    def frame(ax: Any, title: str) -> None:
+        ax.axvspan(0, train_last, color="0.92", zorder=0)
+        ax.set(yscale="log", ylim=(1e-2, 2e2), title=title, xlabel="position t")
+
+    for ax, task in zip(axes[0], tasks):
+        frame(ax, f"{task}: each model at its best hidden state")
+        for enc in encodings:
+            g = t[(t["task"] == task) & (t["encoding"] == enc)]
+            if (task, enc) not in best:
+                continue
+            layer = best[(task, enc)]
+            inside, outside = _probe_curves(g[g["layer"] == layer], train_last)
+            c = encoding_color(enc)
+            ax.plot(
+                inside.index,
+                inside.values,
+                color=c,
+                lw=1.8,
+                label=f"{encoding_title(enc)} ({hidden_state_name(layer)})",
+            )
+            ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
+            cliff = reach.get(f"{task}/{enc}")
+            curve = outside if cliff is not None and cliff in outside.index else inside
+            if cliff is not None and cliff in curve.index:
+                ax.plot([cliff], [curve[cliff]], ls="none", marker="o", ms=9, color=c, mec="black", zorder=5)
+        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right", title="model (hidden state)")
+    if layered:
+        for ax, task in zip(axes[1], tasks):
+            frame(ax, f"{task}, {encoding_title(by_layer)}: every hidden state")
+            g = t[(t["task"] == task) & (t["encoding"] == by_layer)]
+            for layer, gl in g.groupby("layer"):
+                inside, outside = _probe_curves(gl, train_last)
+                c = ordinal_color(int(layer))
+                ax.plot(inside.index, inside.values, color=c, lw=1.8, label=hidden_state_name(int(layer)))
+                ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
+            cliff = reach.get(f"{task}/{by_layer}")
+            if cliff is not None:
+                ax.axvline(cliff, color="black", ls="-.", lw=1.4, label=f"exact-match cliff (position {cliff})")
+            ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right")
+    for ax in axes.flat:
+        ax.set_ylabel("the probe's mean |error| (positions)")
+    from matplotlib.patches import Patch
+
+    handles = [
+        Line2D([], [], color="black", lw=1.8, label=f"held-out sequences of the training sizes (t ≤ {train_last})"),
+        Line2D([], [], color="black", lw=1.8, ls="--", label=f"longer sequences (t ≥ {train_last})"),
+        Patch(color="0.92", label=f"positions the probe is fitted on (0-{train_last})"),
+        Line2D([], [], ls="none", marker="o", ms=9, color="white", mec="black", label=cliff_note),
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=FIGURE_TEXT["legend"])
+    words = PROBE_WORDS.get(probe, probe)
+    fig.suptitle(
+        f"Reading the absolute position from the hidden states: a probe ({words}) per hidden state", fontsize=14
+    )
+    _readable(fig)
+    fig.tight_layout(rect=(0, 0.075 if layered else 0.14, 1, 1))
+    save_figure(fig, path, dpi=100)
+    return fig
+
+
+def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
+    """NoPE's first layer (L0) per head: the weight on BOS times (t + 1), which is 1 for uniform
+    attention, and the entropy over log(t + 1), 1 for uniform, against the query position. A head
+    that keeps near-uniform attention over the training positions (`uniform_heads`) is drawn
+    thick and named, with its numbers; a panel without one says so."""
+    from matplotlib.ticker import FuncFormatter
+
+    tasks = list(dict.fromkeys(table["task"]))
+    marked = uniform_heads(table, train_last)
+    fig, axes = plt.subplots(2, len(tasks), figsize=(7 * len(tasks), 8.5), squeeze=False)
+    for j, task in enumerate(tasks):
+        g = table[(table["task"] == task) & (table["position"] > 0)]
+        enc = g["encoding"].iloc[0]
+        mine = marked[(marked["task"] == task) & (marked["encoding"] == enc)].set_index("head")
+        floored = False
+        for head, gh in g.groupby("head"):
+            thick = {"lw": 3.2, "zorder": 4} if head in mine.index else {"lw": 1.4, "alpha": 0.85}
+            bos = gh["bos_weight"] * (gh["position"] + 1)
+            floored |= bool((bos < BOS_FLOOR).any())
+            name = f"L0H{head}"
+            axes[0, j].plot(gh["position"], bos.clip(lower=BOS_FLOOR), color=ordinal_color(head), label=name, **thick)
+            ratio = gh["entropy"] / gh["uniform_entropy"]
+            axes[1, j].plot(gh["position"], ratio, color=ordinal_color(head), label=name, **thick)
+            if head in mine.index:
+                r = mine.loc[head]
+                t_mid = max(1, train_last // 2)  # the arrows point inside the training positions
+                at = gh["position"] == t_mid
+                note = {
+                    "textcoords": "axes fraction",
+                    "va": "center",
+                    "fontsize": FIGURE_TEXT["legend"],
+                    "arrowprops": {"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
+                    "bbox": {"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
+                }
+                axes[0, j].annotate(
+                    f"{name}: near-uniform attention, BOS weight\n{r['bos_x_t1']:.2f}x uniform's 1/(t + 1) "
+                    f"(mean, t = 1-{train_last})",
+                    xy=(t_mid, float(bos[at].iloc[0])),
+                    xytext=(0.3, 0.9),
+                    **note,
+                )
+                axes[1, j].annotate(
+                    f"{name}: {r['entropy_ratio']:.2f} of uniform's entropy (mean, t = 1-{train_last})",
+                    xy=(t_mid, float(ratio[at].iloc[0])),
+                    xytext=(0.4, 0.3),
+                    **note,
+                )
+        if mine.empty:
+            axes[0, j].text(
+                0.97,
+                0.35,
+                f"no head keeps {UNIFORM_LEVEL:g} of uniform's entropy at every t = 1-{train_last}",
+                transform=axes[0, j].transAxes,
+                ha="right",
+                va="bottom",
+                fontsize=FIGURE_TEXT["legend"],
+                bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
+            )
+        if floored:  # drawn, and named, only where a weight sits below it
+            axes[0, j].axhline(
+                BOS_FLOOR, color="gray", ls="--", lw=0.8, label=f"{BOS_FLOOR:g}: lower values drawn here"
+            )
+        axes[0, j].set(
+            title=f"{task}, {encoding_title(enc)}, L0: weight on BOS x (t + 1)",
+            ylabel="BOS weight x (t + 1) (1 = uniform)",
+            yscale="log",
+        )
+        low, high = axes[0, j].get_ylim()
+        if not mine.empty:  # room above the lines for the named head's numbers
+            axes[0, j].set_ylim(low, high * (high / low) ** 0.6)
+        if high / low < 100:  # under two decades: name 1, 2 and 5 of each, not only the powers of ten
+            axes[0, j].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axes[0, j].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        else:
+            axes[0, j].yaxis.set_major_locator(LogLocator(base=10))
+        axes[0, j].yaxis.set_minor_formatter(NullFormatter())
+        axes[1, j].set(
+            title=f"{task}, {encoding_title(enc)}, L0: attention entropy / log(t + 1)", ylabel="entropy / uniform's"
+        )
+        for ax in axes[:, j]:
+            ax.axvline(train_last, color="black", ls=":", lw=1.2, label=f"last training position ({train_last})")
+            ax.set_xlabel("query position t")
+    handles: dict[str, Any] = {}  # the heads and marks of every panel, once each
+    for ax in axes.flat:
+        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=FIGURE_TEXT["legend"])
+    _readable(fig)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    save_figure(fig, path, dpi=100)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 16. Where the models go wrong, and what moves the cliff: failure anatomy, interventions (notebook 09)
+# ---------------------------------------------------------------------------------------------
 # Index hints (Zhou et al. 2023; notebook 09): each prompt symbol of a pointer task is preceded by a
 # hint token, a run of consecutive hints from a random start among `n_hints`, and each answer symbol
 # by the hint of the symbol it reproduces. Training then sees every hint and every step from one
@@ -4774,15 +6372,6 @@ class HintedCopy(IndexHinted):
 @register_task
 class HintedReverse(IndexHinted):
     name, base = "reverse_hints", "reverse"
-
-
-def _sequence_index(segments: Tensor) -> tuple[Tensor, Tensor]:
-    """Each token's sequence, numbered across the batch (B, T; padding takes its row's first
-    number, so mask it with segments >= 0), and each sequence's length in tokens."""
-    per_row = int(segments.max()) + 1 if segments.numel() else 1
-    seq = torch.arange(segments.shape[0])[:, None] * per_row + segments.clamp_min(0)
-    real = seq[segments >= 0]
-    return seq, torch.zeros(segments.shape[0] * per_row, dtype=torch.long).index_add_(0, real, torch.ones_like(real))
 
 
 @dataclass
@@ -5098,7 +6687,7 @@ def scaling_table(
     return table[table["n"].isin(list(lengths))].reset_index(drop=True)
 
 
-# Training interventions (`INTERVENTIONS`, section 14): the failure anatomy of every trained run of
+# Training interventions (`INTERVENTIONS`, above): the failure anatomy of every trained run of
 # each, beside the grid's own models ("none"), cached per intervention.
 INTERVENTIONS_DIR = RESULTS_DIR / "interventions"
 
@@ -5117,11 +6706,209 @@ def seed_spread(summary, column: str):
 ZERO_STEP = 1.5  # plot_interventions draws lines at 0% at every n this many points apart, below 0
 
 
-# ---------------------------------------------------------------------------------------------
-# 15. Scratchpads: the answer after its steps (notebook 10)
-# ---------------------------------------------------------------------------------------------
+# The experiment (`sweep --grid cliff`): the interventions above, as `cliff_interventions` lists them.
+register_experiment("cliff", cliff_interventions, under_results(INTERVENTIONS_DIR), "09_what_moves_the_cliff")
 
 
+# What notebook 09 shows: tables, figures and verdicts.
+def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
+    """Per task: exact match (solid) and exact match with the length given (dashed) against n, one
+    colour per encoding: the gap between them is what the stop decision costs."""
+    tasks = list(dict.fromkeys(table["task"]))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.3), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
+            g = g.sort_values("n")
+            ax.plot(g["n"], 100 * g["exact_match"], color=encoding_color(enc), label=f"{encoding_title(enc)}")
+            ax.plot(g["n"], 100 * g["length_given"], color=encoding_color(enc), ls="--", lw=1)
+        ax.plot([], [], color="gray", ls="--", lw=1, label="dashed: length given")
+        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
+        ax.set(
+            title=f"{task}: exact match, and with the length given (seed 0)",
+            xlabel="input length n (symbols)",
+            ylabel="exact match (%)",
+            xlim=(train_max - 4, 32),
+        )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # lengths are integers
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 0.9, train_max: int = 16):
+    """Per (task, encoding, setting) of `scaling_table` (`reach_summary`), in %: mean exact match over
+    the training lengths measured, over the `test` lengths, and the longest n up to which every
+    length keeps `threshold`; each also with the length given."""
+    keys = ["task", "encoding", "setting"]
+    return reach_summary(table, keys, train_max, (), test, threshold, ("exact_match", "length_given")).set_index(keys)
+
+
+def intervention_table(
+    interventions: Sequence[str] = tuple(INTERVENTIONS),
+    tasks: Sequence[str] = ("copy", "reverse"),
+    encodings: Sequence[str] | None = None,
+    seeds: Sequence[int] = range(3),
+    lengths: Sequence[int] = range(1, 49),
+    results_dir: str | Path = RESULTS_DIR,
+    cache_dir: Path | None = ANATOMY_DIR,
+    scaling: dict[str, Any] | None = None,
+):
+    """`failure_anatomy` at each length of every trained run of each intervention (runs without a
+    record are skipped: a partly trained sweep reports what it has), with an `intervention` column.
+    The grid's models ("none") share `failure_table`'s cache; the others have one each. With
+    `scaling` (settings of `SCALINGS`: `scaled_attention`), the models are measured under it, in
+    caches of their own."""
+    scaling = scaling or {}
+    suffix = "".join(f",{k}={v}" for k, v in sorted(scaling.items()))
+
+    def compute(model: DecoderOnlyLM, task: str):
+        with scaled_attention(model, **scaling):
+            return anatomy_rows(model, task, lengths)
+
+    encodings = encoding_names() if encodings is None else encodings
+    parts = []
+    for name in interventions:
+        folder = intervention_dir(name, results_dir)
+        run = functools.partial(intervention_run, name)
+        cache = None
+        if cache_dir is not None:
+            slug = "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
+            plain = "failures.csv" if name == "none" and not scaling else f"interventions/{slug}{suffix}.csv"
+            cache = Path(cache_dir) / plain
+        for t, e, s in itertools.product(tasks, encodings, seeds):
+            if record_path(folder, run(t, e, s)).exists():
+                rows = per_model_table(compute, [t], [e], [s], folder, cache, run)
+                parts.append(rows[rows["n"].isin(list(lengths))].assign(intervention=name))
+    if not parts:
+        raise FileNotFoundError(f"no trained runs of {list(interventions)} in {results_dir}; run the sweep first")
+    return pd.concat(parts, ignore_index=True)
+
+
+def intervention_summary(table, threshold: float = 0.9, train_max: int = 16, at: int = 32):
+    """Per (intervention, task, encoding, seed) of `intervention_table` (`reach_summary`), in %:
+    mean exact match over the training lengths, exact match at n = `at`, and the longest n up to
+    which every length keeps `threshold`; each also with the length given."""
+    keys = ["intervention", "task", "encoding", "seed"]
+    return reach_summary(table, keys, train_max, (at,), None, threshold, ("exact_match", "length_given"))
+
+
+def plot_interventions(table, path: Path | None = None, train_max: int = 16, length_given: bool = False):
+    """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
+    the intervention's models solid, the same encodings' grid models dotted (and, if
+    `length_given`, the intervention's models with the length given, dashed); the longest
+    training n dash-dotted, twice that a broad grey line; n from half the training length on,
+    where the curves part. Lines at 0% at every n would hide one another: each is drawn
+    `ZERO_STEP` points below the last, and the panel names them. One legend below every panel;
+    each panel's title says its seeds."""
+    tasks = list(dict.fromkeys(table["task"]))
+    others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
+    fig, axes = plt.subplots(
+        len(others), len(tasks), figsize=(6.5 * len(tasks), 3.6 * len(others) + 1.2), squeeze=False
+    )
+    mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
+    shown: list[str] = []  # the encodings drawn anywhere, in the order first drawn
+    for row, name in zip(axes, others):
+        for ax, task in zip(row, tasks):
+            mine = table[(table["intervention"] == name) & (table["task"] == task)]
+            encs = list(dict.fromkeys(mine["encoding"]))
+            zeros: list[str] = []  # the lines at 0% at every n, in the order drawn
+
+            def draw(x, y, what: str, ax: Any = ax, zeros: list[str] = zeros, **style) -> None:
+                y = 100 * np.asarray(y, dtype=float)
+                if np.all(y == 0):
+                    zeros.append(what)
+                    y = y - ZERO_STEP * len(zeros)
+                ax.plot(x, y, **style)
+
+            for enc in encs:
+                g, c = mean.loc[(name, task, enc)], encoding_color(enc)
+                shown += [enc] * (enc not in shown)
+                draw(g.index, g["exact_match"], f"{encoding_title(enc)}, exact match", color=c, lw=2, zorder=3)
+                if length_given:
+                    draw(g.index, g["length_given"], f"{encoding_title(enc)}, length given", color=c, ls="--", lw=1.4)
+                if ("none", task, enc) in mean.index:
+                    grid = mean.loc[("none", task, enc)]
+                    draw(grid.index, grid["exact_match"], f"{encoding_title(enc)}, grid model", color=c, ls=":", lw=1.8)
+            ax.axvline(train_max, color="black", ls="-.", lw=1.2)
+            ax.axvline(2 * train_max, color="0.6", lw=3, alpha=0.6)
+            seeds = mine.groupby("encoding", sort=False)["seed"].nunique()
+            said = (
+                ", ".join(f"{encoding_title(e)} {k}" for e, k in seeds.items())
+                if seeds.nunique() > 1
+                else f"{seeds.iloc[0]}"
+            )
+            if zeros:
+                ax.text(
+                    0.97,
+                    0.55,
+                    f"0% at every n, drawn {ZERO_STEP:g} points\napart below 0:\n" + "\n".join(zeros),
+                    transform=ax.transAxes,
+                    ha="right",
+                    va="center",
+                    fontsize=FIGURE_TEXT["legend"] - 1,
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
+                )
+            bottom = -3 - ZERO_STEP * len(zeros)
+            title = f"{task}: {name} ({said} seed{'s' * (said != '1')})"
+            ax.set(title=title, xlabel="input length n (symbols)", ylabel="exact match (%)")
+            ax.set_ylim(bottom, 108)
+            ax.set_xlim(train_max / 2, int(table["n"].max()) + 1)
+    order = {e: i for i, e in enumerate(encoding_names())}
+    handles = [
+        Line2D([], [], color=encoding_color(e), lw=2, label=encoding_title(e)) for e in sorted(shown, key=order.get)
+    ]
+    if length_given:
+        handles.append(Line2D([], [], color="gray", ls="--", lw=1.4, label="length given"))
+    handles += [
+        Line2D([], [], color="gray", ls=":", lw=1.8, label="grid model (no intervention)"),
+        Line2D([], [], color="black", ls="-.", lw=1.2, label=f"longest training n ({train_max})"),
+        Line2D([], [], color="0.6", lw=3, alpha=0.6, label=f"twice that ({2 * train_max})"),
+    ]
+    fig.legend(
+        handles=handles, loc="lower center", ncol=min(5, len(handles)), fontsize=FIGURE_TEXT["legend"], handlelength=3
+    )
+    _readable(fig)
+    rows_of_legend = math.ceil(len(handles) / 5)
+    fig.tight_layout(rect=(0, (0.3 + 0.3 * rows_of_legend) / fig.get_figheight(), 1, 1))
+    save_figure(fig, path)
+    return fig
+
+
+CLIFF_GOAL = {"n = 1-16": 95.0, "n = 32": 90.0}  # exact match (%) on copy and on reverse, each seed alone
+
+
+def cliff_goal(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per trained (intervention, encoding, seed) of `intervention_summary`: whether it meets
+    `CLIFF_GOAL` on copy and on reverse, by the study's metric (EOS included) and with the
+    length given."""
+    by_run = summary.set_index(["intervention", "encoding", "seed", "task"])
+    met = {}
+    for metric, suffix in [("EOS included", ""), ("length given", ", length given")]:
+        ok = pd.Series(True, index=by_run.index)
+        for column, floor in CLIFF_GOAL.items():
+            ok &= by_run[column + suffix] >= floor
+        met[metric] = ok.unstack("task").all(axis=1)
+    return pd.DataFrame(met)
+
+
+def cliff_goal_report(goal: pd.DataFrame) -> str:
+    """`cliff_goal` in words: per metric, how many runs meet it, and the seeds of each
+    (intervention, encoding) that do."""
+    lines = []
+    for metric, ok in goal.items():
+        met = ok[ok].reset_index()
+        lines.append(
+            f"{metric}: {len(met)} of {len(ok)} trained (intervention, encoding, seed) meet it on copy and reverse:"
+        )
+        for (name, enc), g in met.groupby(["intervention", "encoding"], sort=False):
+            lines.append(f"  {name}, {encoding_title(enc)}: seeds {sorted(g['seed'])}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# 17. Scratchpads: the answer after its steps (notebook 10)
+# ---------------------------------------------------------------------------------------------
 # The paper's scratchpad (its unified scratchpad processor): the target becomes the steps of the
 # computation, then the answer. A step has up to five components, each behind its marker and each
 # one that can be left out: the step's input ("in"), its computation ("comp"), its output ("out"),
@@ -5130,7 +6917,6 @@ ZERO_STEP = 1.5  # plot_interventions draws lines at 0% at every n this many poi
 # for one with the task option scratchpad="icovr" (any of those letters, in that order); "none",
 # the default, is the task as it always was. Exact match is scored on the final answer, decoded
 # greedily after the model's own steps (the paper's metric), and separately on the whole target.
-
 SCRATCHPAD_MARKERS = {"i": "in", "c": "comp", "o": "out", "v": "[", "r": "re"}  # component -> its marker
 VARIABLES_END, STEP_SEPARATOR, SCRATCHPAD_END = "]", "#", "thus"
 
@@ -5190,8 +6976,7 @@ def writes_steps(
 
     def register(steps: Callable[[list[str]], list[Step]]) -> Callable[[list[str]], list[Step]]:
         STEP_WRITERS[task] = StepWriter(steps, components, tuple(symbols), longest)
-        TASKS[task].options = {**TASKS[task].options, "scratchpad": scratchpad_values(components)}
-        KEYED_BY_NAME.add("scratchpad")  # its values are letters: `addition.paper.scratchpad-o`
+        add_task_option(task, "scratchpad", scratchpad_values(components))  # `addition.paper.scratchpad-o`
         return steps
 
     return register
@@ -5206,6 +6991,7 @@ class WithScratchpad(Task):
     def __init__(self, inner: Task) -> None:
         self.inner, self.writer, self.components = inner, STEP_WRITERS[inner.name], inner.format["scratchpad"]
         self.name, self.options, self.format = inner.name, inner.options, inner.format
+        self.added_options = inner.added_options
         self.min_size, self.max_size, self.train_max_size = inner.min_size, inner.max_size, inner.train_max_size
         markers = (*SCRATCHPAD_MARKERS.values(), VARIABLES_END, STEP_SEPARATOR, SCRATCHPAD_END)
         self.symbols = (
@@ -5826,7 +7612,7 @@ def paper_scratchpad_addition(path: Path | None = None):
     seeds = pub.groupby("format")["seed"].nunique().rename("seeds printed")
     order = ["none", *sorted(f for f in table.index if f != "none")]
     columns = [e for e in encoding_names() if e in table.columns]
-    return table.loc[order, columns].rename(columns=label).join(seeds)
+    return table.loc[order, columns].rename(columns=encoding_title).join(seeds)
 
 
 # Experiment 1 against its control: each scratchpad run beside the run of the same encoding and seed
@@ -5979,7 +7765,7 @@ def seed_effects(pairs, encodings: Sequence[str] = PAPER_ENCODINGS):
     for enc in encodings:
         got = pairs[(pairs["encoding"] == enc) & (pairs["status"] == "compared")]
         d = got["OOD difference (points)"]
-        row = {"encoding": label(enc), "pairs compared": len(got)}
+        row = {"encoding": encoding_title(enc), "pairs compared": len(got)}
         row["differences by seed"] = ", ".join(f"s{s} {v:+.1f}" for s, v in zip(got["seed"], d)) or "none"
         row |= {"lowest": d.min() if len(d) else float("nan"), "highest": d.max() if len(d) else float("nan")}
         rows.append(row | {"above 0": f"{int((d > 0).sum())} of {len(d)}"})
@@ -6127,7 +7913,7 @@ def step_or_answer(curves, sizes: Sequence[int] = range(9, 17), runs: Iterable[t
             "answer_given_steps": "answer given true steps (%)",
         }
     )
-    return table.rename(index=label, level="encoding")
+    return table.rename(index=encoding_title, level="encoding")
 
 
 def step_or_answer_at_rates(
@@ -6378,11 +8164,353 @@ def scoring_ood(scoring, cfg: RunConfig, column: str = "ours") -> float:
     return 100 * _pooled(em, sizes, cfg.make_task().size_weights(sizes), cfg.eval_per_length)[0]
 
 
-# ---------------------------------------------------------------------------------------------
-# 16. Addition that generalizes: digit places as positions (notebook 11)
-# ---------------------------------------------------------------------------------------------
+SCRATCHPAD_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str]] = [
+    ("scratchpad-pilot", scratchpad_pilot, under_results(SCRATCHPAD_DIR)),
+    ("scratchpad-addition", scratchpad_addition, under_results(SCRATCHPAD_DIR)),
+    ("scratchpad-tasks", scratchpad_tasks, under_results(SCRATCHPAD_DIR)),
+    ("scratchpad-components", scratchpad_components, under_results(SCRATCHPAD_DIR)),
+    ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR)),
+    ("scratchpad-pre-norm-pilot", scratchpad_pre_norm_pilot, under_results(SCRATCHPAD_DIR)),
+    ("scratchpad-pre-norm", scratchpad_pre_norm, under_results(SCRATCHPAD_DIR)),
+    ("scratchpad-pre-norm-longer", scratchpad_pre_norm_longer, under_results(SCRATCHPAD_DIR)),
+]
+for row in SCRATCHPAD_EXPERIMENTS:  # name (`sweep --grid NAME`), runs, folder under results/
+    register_experiment(*row, "10_scratchpads")
 
 
+# What notebook 10 shows: tables, figures and verdicts.
+def scratchpad_example(task: str, components: str, n: int, seed: int = 0, options: dict[str, str] | None = None):
+    """One prompt of `task` at size n (the first of `seed`'s draws) and its target with the
+    scratchpad `components` ("none" for the task's own answer), each as its symbols."""
+    t = get_task(task, {**(options or {}), "scratchpad": components})
+    prompt, target = t.sample(n, 1, torch.Generator().manual_seed(seed))
+    text = {name: " ".join(t.decode(row[row != PAD])) for name, row in (("prompt", prompt[0]), ("target", target[0]))}
+    return pd.Series({"task": task, "format": components, "size": n, **text})
+
+
+def scratchpad_pilot_table(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
+    """The pilot's runs, in the order tried: format, layers, steps, learning rate, exact match (%)
+    in distribution (the mean over sizes, and pooled as experiment 1 pools it: `_pooled_split`)
+    and at 9, 10, 12 and 16 digits, the final training loss, copy runs, wall time."""
+    rows = []
+    for cfg in scratchpad_pilot():
+        rec = record_of(results_dir, cfg)
+        em = rec["exact_match"] if rec else {}
+        row = {"format": cfg.task_options["scratchpad"], "layers": cfg.model.n_layers, "steps": cfg.steps, "lr": cfg.lr}
+        row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
+        row["pooled (%)"] = 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0] if rec else float("nan")
+        row |= {f"{n} digits (%)": 100 * em[str(n)] if rec else float("nan") for n in (9, 10, 12, 16)}
+        row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
+        row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
+        row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# Experiment 3: addition, NoPE, seed 0, from the step outputs one component added at a time.
+def scratchpad_format_table(
+    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, learned_bar: float = 0.9
+):
+    """Addition, NoPE, seed 0, per format ("none", "o", then `SCRATCHPAD_COMPONENTS`): whether
+    trained, exact match (%) in distribution and out of it (pooled as in `scratchpad_effect`), the
+    out-of-distribution difference from "o" with its standard error, and whether that difference
+    exceeds two of them (the format matters)."""
+    formats = ["none", "o", *SCRATCHPAD_COMPONENTS]
+    cfgs = {f: scratchpad_run("addition", f) for f in formats}
+    dirs = {f: control_dir if f == "none" else results_dir for f in formats}
+    recs = {f: read_record(p) if (p := record_path(Path(dirs[f]), c)).exists() else None for f, c in cfgs.items()}
+    pooled = {f: _pooled_split(cfgs["o"], r, cfgs[f].eval_per_length) for f, r in recs.items() if r is not None}
+    rows = []
+    for f in formats:
+        row: dict[str, Any] = {"format": f, "trained": f in pooled}
+        if f in pooled:
+            ind, ood, var = pooled[f]
+            row |= {"in distribution (%)": 100 * ind, "OOD (%)": 100 * ood}
+            row["learned"] = ind >= learned_bar
+            if f not in ("o", "none") and "o" in pooled:
+                row["OOD vs o (points)"] = 100 * (ood - pooled["o"][1])
+                row["standard error (points)"] = 100 * math.sqrt(var + pooled["o"][2])
+                row["differs from o"] = abs(row["OOD vs o (points)"]) > 2 * row["standard error (points)"]
+        rows.append(row)
+    columns = ["format", "trained", "in distribution (%)", "OOD (%)", "learned", "OOD vs o (points)"]
+    return (
+        pd.DataFrame(rows).reindex(columns=columns + ["standard error (points)", "differs from o"]).set_index("format")
+    )
+
+
+def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PAPER_ENCODINGS):
+    """The paper's three scratchpad claims, each judged from the tables above it ("holds here",
+    "does not hold here", "not distinguishable here", or "not trained yet"), with the numbers
+    that decide it. `pairs`: `rate_pair_table` rows of one learning rate or more (the first claim
+    is judged on the paper's five encodings by `claim_every_encoding`, each seed once: its
+    compared rates averaged by `compared_by_seed`); `task_effect`: `scratchpad_task_effect`;
+    `formats`: `scratchpad_format_table`, whose one-seed differences are set against how far the
+    learned step-output runs' seeds of one encoding lie apart at one rate."""
+    rows = []
+    # 1. Addition, every encoding: pairs where both arms learned, judged from their seeds.
+    trained = pairs[(pairs["status"] != "not trained yet") & pairs["encoding"].isin(encodings)]
+    if trained.empty:
+        here, why = "not trained yet", "no pair trained"
+    else:
+        here, why = claim_every_encoding(compared_by_seed(pairs), encodings)
+        rates = ", ".join(f"{lr:g}" for lr in pairs["learning rate"].unique())
+        why = f"at lr {rates}, each seed once: " + why.replace("pairs compared", "seeds compared")
+    rows.append({"claim": "a scratchpad helps addition, for every encoding", "here": here, "numbers": why})
+    # 2. Not on the other tasks: only runs learned with and without the scratchpad are ranked.
+    ranked = task_effect[task_effect["verdict"].isin(["helps", "no measurable gain", "hurts"])]
+    helped = ranked[ranked["verdict"] == "helps"]
+    trained = task_effect[task_effect["verdict"] != "not trained yet"]
+    if ranked.empty:
+        here = "not trained yet" if trained.empty else "not distinguishable here"
+    else:
+        here = "does not hold here" if len(helped) else "holds here"
+    name = lambda r: f"{r['task']} {r['format']} {encoding_title(r['encoding'])}"  # noqa: E731
+    why = f"{len(trained)} of {len(task_effect)} runs trained, {len(ranked)} learned with and without it (at least 90%)"
+    why += f"; helps: {', '.join(name(r) for _, r in helped.iterrows())}" if len(helped) else "; helps none"
+    if ranked["seed"].nunique() == 1 and here in ("holds here", "does not hold here"):
+        here += " (one seed: a hypothesis)"
+    rows.append({"claim": "not on the other tasks (seed 0)", "here": here, "numbers": why})
+    # 3. The format matters: one seed per format, set against the spread of seeds of one format.
+    added = formats.drop(index=["none", "o"])
+    compared = added[added["OOD vs o (points)"].notna()]
+    learned = pairs[pairs["status"].isin(["compared", "control not learned"])]
+    by = learned.groupby(["learning rate", "encoding"])
+    spreads = by["OOD with (%)"].agg(lambda v: v.max() - v.min())[by.size() > 1]
+    if compared.empty:
+        here = "not trained yet"
+    elif spreads.empty:
+        here = "not distinguishable here"
+    else:
+        here = (
+            "holds here" if (compared["OOD vs o (points)"].abs() > spreads.max()).any() else "not distinguishable here"
+        )
+    why = "; ".join(f"{f}: {r['OOD vs o (points)']:+.1f} points against o (one seed)" for f, r in compared.iterrows())
+    why = why or f"{len(added)} formats planned, none trained"
+    if here == "holds here":
+        here += " (one seed a format: a hypothesis)"
+    if len(spreads):
+        apart = ", ".join(f"{encoding_title(e)} {v:.1f} at {lr:g}" for (lr, e), v in spreads.items())
+        why += f"; o's learned seeds of one encoding at one rate lie apart by (points): {apart}"
+    rows.append({"claim": "its format matters (NoPE, seed 0)", "here": here, "numbers": why})
+    return pd.DataFrame(rows).set_index("claim")
+
+
+def rate_pair_table(
+    rates: Sequence[float] | None = None,
+    results_dir: str | Path = SCRATCHPAD_DIR,
+    control_dir: str | Path = RESULTS_DIR,
+    learned_bar: float = 0.9,
+):
+    """One row per pair of experiment 1 at each rate, trained or not: learning rate, the
+    `_effect_row` columns (in distribution and out of it, with and without the step outputs) and
+    the pair's status (`pair_status`, or "not trained yet")."""
+    rows = []
+    for lr in rates or scratchpad_rates():
+        for cfg, control, rec, ctl in rate_pairs(lr, results_dir, control_dir):
+            head = {"learning rate": lr}
+            if rec is None or ctl is None:
+                rows.append(head | {"encoding": cfg.encoding, "seed": cfg.seed, "status": "not trained yet"})
+                continue
+            row = head | _effect_row(cfg, control, rec, ctl, learned_bar)
+            rows.append(row | {"status": pair_status(row)})
+    columns = ["learning rate", *EFFECT_COLUMNS[:-2], "status"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def claim_every_encoding(pairs, encodings: Sequence[str] = PAPER_ENCODINGS, alpha: float = SCRATCHPAD_ALPHA):
+    """The paper's claim that the step outputs help addition for every encoding, judged on the
+    compared pairs of `encodings` at one learning rate (`rate_pair_table` rows): "holds here" where
+    every encoding has a compared pair, each encoding's compared differences are all above 0, and
+    the exact sign-flip test over every compared pair gives p at most `alpha`; "does not hold here"
+    where an encoding's two or more compared pairs are all at or below 0, or the test in the other
+    direction gives p at most `alpha`; else "not distinguishable here". Returns (verdict, numbers)."""
+    compared = pairs[(pairs["status"] == "compared") & pairs["encoding"].isin(encodings)]
+    d = compared["OOD difference (points)"].to_numpy()
+    if not len(d):
+        return "not distinguishable here", "no pair compared"
+    p_up, p_down = sign_flip_p(d), sign_flip_p(-d)
+    per = {e: compared.loc[compared["encoding"] == e, "OOD difference (points)"] for e in encodings}
+    every = all(len(v) and (v > 0).all() for v in per.values())
+    against = [encoding_title(e) for e, v in per.items() if len(v) >= 2 and (v <= 0).all()]
+    numbers = (
+        f"{len(d)} pairs compared, {int((d > 0).sum())} above 0; sign-flip p {p_up:.3f} (helps), {p_down:.3f} (hurts)"
+    )
+    numbers += f"; all at or below 0: {', '.join(against)}" if against else ""
+    missing = [encoding_title(e) for e, v in per.items() if not len(v)]
+    numbers += f"; no pair compared: {', '.join(missing)}" if missing else ""
+    if every and p_up <= alpha:
+        return "holds here", numbers
+    if against or p_down <= alpha:
+        return "does not hold here", numbers
+    return "not distinguishable here", numbers
+
+
+def arm_settings_table(arms: Sequence[tuple[str, str, int]], exit_level: float = 0.05):
+    """Per arm of experiment 1 (`arms`: (components, encoding, seed), "o" or "none"), its
+    in-distribution exact match (%, pooled as the paper pools its test examples) under every
+    setting tried (`arm_settings`; blank where not trained), and on the pre-norm model at 10,000
+    steps the first step at which its training loss falls below `exit_level` per target token
+    (blank where it never does) and its loss at the end."""
+    rows = []
+    for components, encoding, seed in arms:
+        row: dict[str, Any] = {"arm": "step outputs" if components == "o" else "answer alone"}
+        row |= {"encoding": encoding_title(encoding), "seed": seed}
+        for name, (cfg, folder) in arm_settings(components, encoding, seed).items():
+            path = record_path(folder, cfg)
+            rec = read_record(path) if path.exists() else None
+            row[f"{name} (%)"] = 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0] if rec else float("nan")
+            if name == f"pre-norm, lr {scratchpad_rates()[0]:g}":
+                curve = rec["loss_curve"] if rec else {"every": 1, "mean_loss": []}
+                below = [(i + 1) * curve["every"] for i, v in enumerate(curve["mean_loss"]) if v < exit_level]
+                row["pre-norm: loss under 0.05 from step"] = below[0] if below else float("nan")
+                row["pre-norm: final loss"] = curve["mean_loss"][-1] if curve["mean_loss"] else float("nan")
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index(["arm", "encoding", "seed"])
+    return table.astype({"pre-norm: loss under 0.05 from step": "Int64"})
+
+
+def plot_rate_curves(curves, path: Path | None = None):
+    """Experiment 1's training losses (`rate_loss_curves`): one panel per arm, one line per
+    learning rate, the median over the runs trained (their number in the legend) and a band from
+    the lowest to the highest run, on a log axis."""
+    arms = ["answer alone", "step outputs"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
+    for ax, arm in zip(axes, arms):
+        for i, (lr, g) in enumerate(curves[curves["arm"] == arm].groupby("learning rate", sort=True)):
+            wide = g.pivot_table(index="step", columns=["encoding", "seed"], values="loss")
+            color = ordinal_color(i)
+            ax.plot(wide.index, wide.median(axis=1), color=color, lw=2, label=f"lr {lr:g} ({wide.shape[1]} runs)")
+            ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=color, alpha=0.15, lw=0)
+        ax.set_yscale("log")
+        ax.set(title=f"{arm}: training loss", xlabel="training step", ylabel="loss per target token (log)")
+        ax.legend(title="median; band: lowest to highest run", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path | None = None, train_max: int = 8):
+    """Exact match against digits, one panel per encoding: with the step outputs (solid) and
+    without (dashed), each the mean of the seeds trained (their number in the legend below);
+    `paper_nope`, the paper's NoPE without a scratchpad, as one mark at its mean over the test
+    sizes with a bar over the sizes it averages, in NoPE's panel."""
+    encodings = [e for e in encoding_names() if e in set(curves["encoding"])]
+    cols = min(3, len(encodings))
+    rows = math.ceil(len(encodings) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows + 0.9), sharey=True, squeeze=False)
+    top = int(curves["n"].max())
+    seeds: dict[str, int] = {}
+    for ax, enc in zip(axes.flat, encodings):
+        for name, style in (("o", "-"), ("none", "--")):
+            g = curves[(curves["encoding"] == enc) & (curves["scratchpad"] == name)]
+            if len(g):
+                seeds[name] = max(seeds.get(name, 0), g["seed"].nunique())
+                m = g.groupby("n")["exact_match"].mean()
+                ax.plot(m.index, 100 * m, style, color=encoding_color(enc), lw=1.8)
+        if enc == "nope" and paper_nope is not None:
+            middle, half = (train_max + 1 + 2 * train_max) / 2, (train_max - 1) / 2
+            ax.errorbar(middle, 100 * paper_nope, xerr=half, fmt="D", color="black", ms=5, capsize=3)
+        ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
+        ax.set(title=encoding_title(enc), ylim=(-3, 105), xticks=range(2, top + 1, 2))
+    for ax in axes.flat[len(encodings) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("exact match (%)")
+    for ax in axes[-1]:
+        ax.set_xlabel("digits (the longer operand)")
+    n = " / ".join(str(v) for v in dict.fromkeys(seeds.values()))
+    handles = [
+        Line2D([], [], color="black", lw=1.8, label="with the step outputs"),
+        Line2D([], [], color="black", lw=1.8, ls="--", label="the answer alone"),
+    ]
+    if paper_nope is not None and "nope" in encodings:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="black",
+                marker="D",
+                ls="",
+                label=f"the paper's NoPE, answer alone: its mean over {train_max + 1}-{2 * train_max}",
+            )
+        )
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9)
+    fig.suptitle(f"Addition with and without the step outputs: exact match against size (mean of {n} seeds)")
+    fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))
+    save_figure(fig, path)
+    return fig
+
+
+def other_scoring_verdicts(
+    scoring, scoring_exp1, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR
+):
+    """Experiments 2 and 3's verdicts under three readings of the generations (`OTHER_READINGS`):
+    the records' (ours: up to one token past the longest target), ours with the room
+    `scoring_comparison` gives (twice that), and the paper's parser on those same generations.
+    The same functions (`scratchpad_task_effect`, `scratchpad_format_table`) judge copies of the
+    records whose exact match is each reading's (`other_scoring_table`; experiment 3's reference,
+    the step outputs alone, from experiment 1's `scoring_table`); the controls are read as
+    recorded. One row per trained run; a run a reading makes unranked (not learned) differs.
+    "parser differs" compares the two readings of the same generations, "differs from the
+    records" the paper's reading with ours as recorded."""
+    results_dir = Path(results_dir)
+    reference = scratchpad_run("addition", "o")
+    tasks, formats = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (reading, column) in enumerate(OTHER_READINGS.items()):
+            folder = results_dir if column is None else Path(tmp) / str(i)
+            if column is not None:
+                cfgs = [*scratchpad_tasks(), *scratchpad_components()]
+                _records_read_as(scoring, column, cfgs, results_dir, folder, lambda c: c.make_task().key)
+                _records_read_as(scoring_exp1, column, [reference], results_dir, folder, lambda c: c.task)
+            tasks[reading] = scratchpad_task_effect(folder, control_dir).set_index(
+                ["task", "format", "encoding", "seed"]
+            )
+            formats[reading] = scratchpad_format_table(folder, control_dir)
+    recorded = next(iter(OTHER_READINGS))
+    rows = []
+    for (t, f, e, s), v in tasks[recorded]["verdict"].items():
+        if v != "not trained yet":
+            row = {"experiment": 2, "run": f"{t} {f} {encoding_title(e)} s{s}"}
+            rows.append(row | {r: tasks[r].loc[(t, f, e, s), "verdict"] for r in OTHER_READINGS})
+    for f in SCRATCHPAD_COMPONENTS:
+        if formats[recorded].loc[f, "trained"]:
+            words = {r: "differs from o" if t.loc[f, "differs from o"] else "same as o" for r, t in formats.items()}
+            rows.append({"experiment": 3, "run": f"addition {f} NoPE s0"} | words)
+    table = pd.DataFrame(rows)
+    ours, room, paper = (table[r] for r in OTHER_READINGS)
+    return table.assign(**{"parser differs": room != paper, "differs from the records": ours != paper})
+
+
+def scoring_verdicts(
+    scoring, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, train_max: int = 8
+):
+    """Per run in `scoring` (`scoring_table`): its out-of-distribution exact match (%) by our
+    scoring and by the paper's parser, pooled as in `scratchpad_effect`, and the verdict "helps" by
+    each against the control (the same rule: more than two standard errors above it), and whether
+    the two verdicts differ."""
+    rows = []
+    for cfg, _, _, ctl in scratchpad_pairs(results_dir, control_dir):
+        mine = scoring[(scoring["encoding"] == cfg.encoding) & (scoring["seed"] == cfg.seed)]
+        if ctl is None or not len(mine):
+            continue
+        sizes = sorted(int(n) for n in mine["n"] if n > train_max)
+        weights, per = cfg.make_task().size_weights(sizes), cfg.eval_per_length
+        q, q_var = _pooled(ctl["exact_match"], sizes, weights, per)
+        row: dict[str, Any] = {"encoding": encoding_title(cfg.encoding), "seed": cfg.seed}
+        verdicts = []
+        for name in ("ours", "paper's parser"):
+            p, p_var = _pooled(dict(zip(mine["n"].astype(str), mine[name])), sizes, weights, per)
+            row[f"OOD, {name} (%)"] = 100 * p
+            verdicts.append(bool(p - q > 2 * math.sqrt(p_var + q_var)))
+        row |= {"helps, ours": verdicts[0], "helps, paper's parser": verdicts[1]}
+        rows.append(row | {"verdict differs": verdicts[0] != verdicts[1]})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# 18. Addition that generalizes: digit places as positions (notebook 11)
+# ---------------------------------------------------------------------------------------------
 # Position coupling (Cho et al. 2024) and Abacus embeddings (McLeish et al. 2024) give every digit
 # the position of its place in its number, so that the two operand digits of a column and the
 # answer digit they make share one position at any length. Here a model with digit_places=P reads,
@@ -6394,8 +8522,6 @@ def scoring_ood(scoring, cfg: RunConfig, column: str = "ours") -> float:
 # encoding this is an Abacus embedding on a model with no other position signal; with RoPE, ALiBi
 # or T5 the relative distances between a column's digits are 0 and 1 at every length. The layout
 # depends on the size of the prompt and on the decoding step only, never on the answer.
-
-
 @dataclass
 class DigitPlaceSettings:
     """The model settings of this chapter (`ModelOptions`): digit places, the window over them, the
@@ -6420,7 +8546,7 @@ class BidirectionalT5Bias(T5Bias):
     """T5's encoder buckets: half the buckets for keys at later positions (digit places), a
     quarter of all of them exact on each side."""
 
-    exact_share, exact_words = 4, "a quarter"
+    exact_share = 4
 
     def buckets(self, distance: Tensor) -> Tensor:
         n, top = self.cfg.t5_num_buckets, self.cfg.t5_max_distance
@@ -7818,1877 +9944,20 @@ def arm_legend(arm: str, encoding: str, settings: str = "") -> str:
     words = [ARM_WORDS.get(p, p.replace("window ", "window of ")) for p in arm.split(" + ")]
     for name, plain in ADDITION_SETTING_WORDS.items():
         settings = settings.replace(name, plain)
-    return f"{label(encoding)}: {', '.join(words)}" + (f" ({settings})" if settings else "")
+    return f"{encoding_title(encoding)}: {', '.join(words)}" + (f" ({settings})" if settings else "")
 
 
-# ---------------------------------------------------------------------------------------------
-# 17. The experiments: every named set of runs the study trained, and the notebook that reads it
-# ---------------------------------------------------------------------------------------------
-# One row per experiment: its name (`sweep --grid NAME`), the function of the sections above that
-# builds its runs, the folder under results/ its records go to, and its notebook. The chapters hold
-# the mechanisms and the functions that name each run; this table is what was run.
-# `python -m lengen_helpers experiments` prints it with every set's runs, models, steps and records.
-def under_results(path: Path) -> str:
-    """A chapter's results folder as an experiment names it: relative to `RESULTS_DIR`."""
-    return path.relative_to(RESULTS_DIR).as_posix()
-
-
-STUDY_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str, str]] = [
-    ("main", grid, ".", "03_train_the_grid"),
-    ("sinusoidal-ablation", sinusoidal_ablation, under_results(ABLATION_DIR), "04_evaluate_lengths"),
-    ("paper-tasks", paper_tasks_runs, ".", "07_paper_tasks"),
-    *[
-        (task, functools.partial(paper_split_runs, task), ".", "07_paper_tasks")
-        for task in (*PAPER_TASKS, "scan", "pcfg")
-    ],
-    *[
-        (f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".", "07_paper_tasks")
-        for task, steps in LONGER_STEPS.items()
-    ],
-    ("ten-task-pilot", ten_task_pilot, "pilots", "07_paper_tasks"),
-    *[
-        (f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".", "07_paper_tasks")
-        for task, (shape, _) in CHOSEN_SHAPES.items()
-    ],
-    *[(f"{task}-pilot", functools.partial(second_pilot, task), "pilots", "07_paper_tasks") for task in SECOND_PILOT],
-    ("pcfg-deep", pcfg_deep_runs, ".", "07_paper_tasks"),
-    ("lego-width", lego_width, "pilots", "07_paper_tasks"),
-    ("lego-pre-norm", lego_pre_norm, "pilots", "07_paper_tasks"),
-    ("lego-pre-norm-8", functools.partial(lego_pre_norm, 8), "pilots", "07_paper_tasks"),
-    ("cliff", cliff_interventions, under_results(INTERVENTIONS_DIR), "09_what_moves_the_cliff"),
-    ("scratchpad-pilot", scratchpad_pilot, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-addition", scratchpad_addition, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-tasks", scratchpad_tasks, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-components", scratchpad_components, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-pre-norm-pilot", scratchpad_pre_norm_pilot, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-pre-norm", scratchpad_pre_norm, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("scratchpad-pre-norm-longer", scratchpad_pre_norm_longer, under_results(SCRATCHPAD_DIR), "10_scratchpads"),
-    ("addition-pilot", addition_pilot, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
-    ("addition-places", addition_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
-    ("addition-structured", structured_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
-    ("addition-exact", exactness_study, under_results(ADDITION_DIR), "11_addition_that_generalizes"),
+ADDITION_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str]] = [
+    ("addition-pilot", addition_pilot, under_results(ADDITION_DIR)),
+    ("addition-places", addition_study, under_results(ADDITION_DIR)),
+    ("addition-structured", structured_study, under_results(ADDITION_DIR)),
+    ("addition-exact", exactness_study, under_results(ADDITION_DIR)),
 ]
-for row in STUDY_EXPERIMENTS:
-    register_experiment(*row)
+for row in ADDITION_EXPERIMENTS:  # name (`sweep --grid NAME`), runs, folder under results/
+    register_experiment(*row, "11_addition_that_generalizes")
 
 
-def trained_runs_of(task: str, results_dir: str | Path | None = None) -> list[tuple[str, RunConfig, dict[str, Any]]]:
-    """(experiment, config, record) for every trained run of `task` (its name, in any format) in
-    every experiment, in the table's order; a run in two experiments stands once, where first
-    listed. `results_dir`: the results root (`RESULTS_DIR` if None)."""
-    seen, out = set(), []
-    for name, e in EXPERIMENTS.items():
-        for cfg in e.runs():
-            path = record_path(e.results_dir(RESULTS_DIR if results_dir is None else results_dir), cfg)
-            if cfg.task == task and cfg.hash not in seen and path.exists():
-                seen.add(cfg.hash)
-                out.append((name, cfg, read_record(path)))
-    return out
-
-
-# =============================================================================================
-# Tables, figures and verdicts: what the notebooks show, one section per chapter, in the
-# chapters' order. Everything here reads what the mechanisms above compute or what the
-# records hold; nothing above calls it.
-# =============================================================================================
-
-
-# ---------------------------------------------------------------------------------------------
-# 18. Verification: the checks' table and the encodings' picture (notebooks 01 and 02)
-# ---------------------------------------------------------------------------------------------
-
-
-def checks_table(checks: Sequence[Check]):
-    return pd.DataFrame([c.row() for c in checks]).set_index("check")
-
-
-def plot_encodings(path: Path | None = None):
-    """One picture per encoding family: sinusoidal table, RoPE, ALiBi bias, T5 buckets."""
-    fig, ax = plt.subplots(2, 2, figsize=(11, 8))
-    im = ax[0, 0].imshow(sinusoidal_table(torch.arange(99), 64).T, aspect="auto", cmap="RdBu", vmin=-1, vmax=1)
-    ax[0, 0].set(title="Sinusoidal: table added to the embeddings", xlabel="position", ylabel="dimension")
-    fig.colorbar(im, ax=ax[0, 0], label="value")
-    q = torch.ones(1, 1, 1, 16)
-    distance = torch.arange(0, 99)
-    for frac, style in [(1.0, "-"), (0.25, "--")]:
-        rot = Rotary(ModelConfig(encoding="rope", rope_fraction=frac))
-        scores = [
-            (rot.rotary(torch.tensor([int(d)]))(q) * rot.rotary(torch.tensor([0]))(q)).sum().item() / 16
-            for d in distance
-        ]
-        ax[0, 1].plot(distance, scores, style, color=encoding_color("rope"), label=f"RoPE, rotating {frac:.0%} of dims")
-    ax[0, 1].set(
-        title="RoPE: score of q = k = 1 against distance",
-        xlabel="query - key distance",
-        ylabel="q.k / dh after rotation",
-    )
-    ax[0, 1].legend()
-    alibi = ENCODINGS["alibi"](ModelConfig(encoding="alibi")).bias(torch.arange(20), torch.arange(20))[0]
-    masked = alibi.masked_fill(~causal_mask(20), float("nan"))
-    im = ax[1, 0].imshow(masked[0], cmap="viridis")
-    ax[1, 0].set(
-        title=f"ALiBi: bias of head 1 (slope {alibi_slopes(4)[0]:.2f}) under the causal mask",
-        xlabel="key position",
-        ylabel="query position",
-    )
-    for axis in (ax[1, 0].xaxis, ax[1, 0].yaxis):  # positions are integers
-        axis.set_major_locator(MaxNLocator(integer=True))
-    fig.colorbar(im, ax=ax[1, 0], label="bias added to the logit")
-    d = torch.arange(0, 200)
-    ax[1, 1].plot(d, t5_bucket(d), color=encoding_color("t5"), label="T5 bias: 32 buckets, max distance 128")
-    ax[1, 1].axvline(16, color="gray", ls=":", label="exact up to 15")
-    ax[1, 1].axvline(128, color="gray", ls="--", label="max distance 128")
-    ax[1, 1].set(
-        title="T5: distance -> bucket (a learned bias per bucket, head)", xlabel="query - key distance", ylabel="bucket"
-    )
-    ax[1, 1].legend()
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------
-# 19. The grid: tables, figures and claims (notebooks 03 and 04)
-# ---------------------------------------------------------------------------------------------
-
-
-def summary_table(df, train_max: int = 16, at: Sequence[int] = (16, 17, 18, 20, 24)):
-    """The baseline's table: mean ± population std over seeds, per task and encoding."""
-    runs = per_run_metrics(df, train_max, at)
-    cols = [c for c in runs.columns if c not in ("task", "encoding", "seed")]
-    out = []
-    for (task, enc), g in runs.groupby(["task", "encoding"], sort=False):
-        row = {"task": task, "encoding": label(enc), "seeds": len(g)}
-        for c in cols:
-            row[c] = f"{g[c].mean():.1f} ± {g[c].std(ddof=0):.1f}"
-        out.append(row)
-    return pd.DataFrame(out).set_index(["task", "encoding"])
-
-
-def plot_by_length(
-    table,
-    value: str,
-    ylabel: str,
-    title: str,
-    path: Path | None = None,
-    train_max: int | dict[str, int] = 16,
-    scale: float = 1.0,
-    band: bool = True,
-    line_label: Callable[[str], str] | None = None,
-    ylim: tuple[float, float] | None = None,
-    colors: dict[str, str] | None = None,
-    styles: dict[str, str] | None = None,
-    xlabel: str | dict[str, str] = "input length n (symbols)",
-    titles: dict[str, str] | None = None,
-    notes: dict[str, str] | None = None,
-    baselines: dict[str, Any] | None = None,
-    baseline_label: str = "baseline",
-    shared_legend: bool = False,
-    xlim: tuple[float, float] | None = None,
-):
-    """One panel per task (three to a row), one line per encoding against n: the mean over seeds
-    of `value` (times `scale`), a min-max band over seeds, and the longest training length marked
-    (`train_max`: one for every panel, or one per task). Optional: a panel title per task
-    (`titles`, else the task's key), an x label for every panel or one per task (`xlabel`, a
-    task missing from the dict gets "size n"), a note written in a panel (`notes`), a baseline per task
-    (`baselines`: a Series n -> value, drawn grey), and one legend for the figure instead of one
-    per panel (`shared_legend`: every panel then shows the same encodings; it fills the first
-    empty panel where the grid has one, else sits below); `xlim` zooms every
-    panel to a range of n, with a tick at each integer."""
-    tasks = list(dict.fromkeys(table["task"]))
-    cols = min(3, len(tasks))
-    rows = math.ceil(len(tasks) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.2 * rows), sharey=True, squeeze=False)
-    spare = list(axes.flat[len(tasks) :])
-    for ax in spare[1 if shared_legend else 0 :]:
-        ax.remove()
-    handles: dict[str, Any] = {}
-    for ax, task in zip(axes.flat, tasks):
-        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
-            stats = g.groupby("n")[value].agg(["mean", "min", "max"]) * scale
-            k = g["seed"].nunique()
-            name = line_label(enc) if line_label else f"{label(enc)} ({k} seed{'s' if k != 1 else ''})"
-            ls = (styles or {}).get(enc, "--" if "floor" in name else "-")
-            color = (colors or {}).get(enc) or encoding_color(enc)
-            ax.plot(stats.index, stats["mean"], color=color, ls=ls, label=name)
-            if band:
-                ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.15)
-        top = train_max[task] if isinstance(train_max, dict) else train_max
-        each = shared_legend and isinstance(train_max, dict)  # one legend, a size per panel
-        where = "longest training size (each panel's)" if each else f"longest training n = {top}"
-        ax.axvline(top, color="black", ls=":", lw=1, label=where)
-        if baselines is not None and task in baselines:
-            base = baselines[task] * scale
-            ax.plot(base.index, base.to_numpy(), color="gray", ls="-.", lw=1.2, label=baseline_label)
-        if notes is not None and task in notes:
-            box = dict(boxstyle="round", facecolor="white", edgecolor="gray", alpha=0.9)
-            ax.text(0.97, 0.95, notes[task], transform=ax.transAxes, ha="right", va="top", fontsize=9, bbox=box)
-        xl = xlabel.get(task, "size n") if isinstance(xlabel, dict) else xlabel
-        ax.set(title=f"{(titles or {}).get(task, task)}: {title}", xlabel=xl, ylabel=ylabel)
-        if ylim is not None:
-            ax.set_ylim(*ylim)
-        if xlim is not None:
-            ax.set_xlim(*xlim)
-            ax.set_xticks(range(math.ceil(xlim[0]), math.floor(xlim[1]) + 1))
-        if shared_legend:
-            handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-        else:
-            ax.legend(fontsize=8)
-    if shared_legend and spare:  # the legend takes the first empty panel
-        spare[0].axis("off")
-        spare[0].legend(handles.values(), handles.keys(), loc="center", fontsize=11, frameon=False)
-        fig.tight_layout()
-    elif shared_legend:
-        ncol = min(4, len(handles))
-        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=ncol, fontsize=10)
-        legend_rows = math.ceil(len(handles) / ncol)  # about 0.27 inch a row, below the x labels
-        fig.tight_layout(rect=(0, (0.15 + 0.27 * legend_rows) / fig.get_figheight(), 1, 1))
-    else:
-        fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
-def plot_accuracy_vs_length(df, path: Path | None = None, train_max: int = 16, xlim: tuple[float, float] | None = None):
-    """Exact match against n (mean over seeds; band = min to max); `xlim`: a range of n, closer."""
-    return plot_by_length(
-        df,
-        "exact_match",
-        "exact match (%, band = min-max over seeds)",
-        "exact match against length" + (f", n = {xlim[0]:g}-{xlim[1]:g}" if xlim else ""),
-        path,
-        train_max,
-        scale=100.0,
-        ylim=(-2, 102),
-        xlim=xlim,
-    )
-
-
-def plot_training_curves(records: Sequence[dict[str, Any]], path: Path | None = None):
-    """Training loss against step, one panel per task, per encoding the median over seeds (which
-    one failed run does not pull) and their min-max band (log scale). One legend for both panels,
-    below them where it hides no curve; the number of seeds is said once, in its title, when every
-    encoding has the same (else in each entry)."""
-    tasks = list(dict.fromkeys(r["config"]["task"] for r in records))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.6), sharey=True, squeeze=False)
-    handles: dict[str, Any] = {}
-    counts: dict[str, set[int]] = {}  # encoding -> its numbers of seeds over the panels
-    for ax, task in zip(axes[0], tasks):
-        by_enc: dict[str, list] = {}
-        for r in records:
-            if r["config"]["task"] == task:
-                by_enc.setdefault(r["config"]["model"]["encoding"], []).append(r["loss_curve"])
-        for enc, curves in by_enc.items():
-            every = curves[0]["every"]
-            losses = np.array([c["mean_loss"] for c in curves])
-            steps = np.arange(losses.shape[1]) * every + every
-            color = encoding_color(enc)
-            (line,) = ax.plot(steps, np.median(losses, axis=0), color=color)
-            ax.fill_between(steps, losses.min(axis=0), losses.max(axis=0), color=color, alpha=0.12, lw=0)
-            handles.setdefault(enc, line)
-            counts.setdefault(enc, set()).add(len(curves))
-        ax.set(title=f"{task}: training loss", xlabel="step")
-        ax.set(ylabel="cross-entropy on targets (nats)", yscale="log")
-    every_k = set().union(*counts.values()) if counts else set()
-    if len(every_k) == 1:  # the same number of seeds everywhere: said once
-        names, seeds = [label(e) for e in handles], f"the median of {every_k.pop()} seeds"
-    else:
-        seeds = "the median of the seeds"
-        names = [f"{label(e)} ({'/'.join(map(str, sorted(counts[e])))} seeds)" for e in handles]
-    fig.legend(
-        list(handles.values()),
-        names,
-        loc="lower center",
-        ncol=len(handles),
-        fontsize=9,
-        title=f"line: {seeds}; band: their min to max",
-        title_fontsize=9,
-    )
-    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))  # the legend, two rows, below
-    save_figure(fig, path)
-    return fig
-
-
-def with_blanks(table, blank: str = "—", decimals: int | None = None):
-    """`table` for reading: a cell with nothing to show (NaN: no such pair, size or figure) prints
-    as `blank` instead of NaN. A float column is written with `decimals` decimals, or (None) with
-    the most any of its cells needs (round the table first), one number for the whole column as a
-    float column prints (1.00 beside 0.91, not 1.0)."""
-
-    def needed(x: float) -> int:
-        text = repr(float(x))
-        return 0 if "e" in text or text.endswith(".0") else len(text.split(".")[1])
-
-    out = table.astype(object).where(table.notna(), blank)
-    for j, (_, col) in enumerate(table.items()):
-        if pd.api.types.is_float_dtype(col) and col.notna().any():
-            d = decimals if decimals is not None else max(1, min(6, max(needed(v) for v in col.dropna())))
-            out.iloc[:, j] = [blank if pd.isna(v) else f"{v:.{d}f}" for v in col]
-    return out
-
-
-def bootstrap_summary(units, n_boot: int = 10000, seed: int = 0, higher_is_better: bool = True):
-    """Per column of `units`: the mean, its 95% bootstrap interval, and how often it is the best."""
-    boot = bootstrap_means(units, n_boot, seed)
-    best = (boot if higher_is_better else -boot).argmax(axis=1)
-    out = pd.DataFrame(
-        {
-            "mean": np.asarray(units, dtype=float).mean(0),
-            "95% low": np.percentile(boot, 2.5, axis=0),
-            "95% high": np.percentile(boot, 97.5, axis=0),
-            "P(best)": np.bincount(best, minlength=boot.shape[1]) / len(boot),
-        },
-        index=list(units.columns),
-    )
-    return out.sort_values("mean", ascending=not higher_is_better)
-
-
-def ranking_claims(
-    units_by_scheme: dict[str, Any],
-    n_boot: int = 10000,
-    seed: int = 0,
-    higher_is_better: bool = True,
-    threshold: float = CLAIM_THRESHOLD,
-) -> list[str]:
-    """Each neighbouring pair in the order of the means, with the probability under each bootstrap
-    scheme (name -> its units, same columns) that the first is ahead. "A > B" only where every
-    scheme gives at least `threshold`; else "A ~ B: not distinguishable here"."""
-    first_units = next(iter(units_by_scheme.values()))
-    names = list(first_units.columns)
-    means = np.asarray(first_units, dtype=float).mean(0)
-    order = np.argsort(-means if higher_is_better else means, kind="stable")
-    probs = {
-        k: pairwise_above(bootstrap_means(u[names], n_boot, seed), names, higher_is_better).to_numpy()
-        for k, u in units_by_scheme.items()
-    }
-    out = []
-    for a, b in zip(order[:-1], order[1:]):
-        first, second = label(names[a]), label(names[b])
-        shown = ", ".join(f"{k} {p[a, b]:.0%}" for k, p in probs.items())
-        sure = min(p[a, b] for p in probs.values()) >= threshold
-        out.append(
-            f"{first} > {second} ({shown})" if sure else f"{first} ~ {second}: not distinguishable here ({shown})"
-        )
-    return out
-
-
-def plot_mrr(
-    units,
-    paper: dict[str, float] | None = None,
-    title: str = "",
-    path: Path | None = None,
-    summary=None,
-    resampled: str = "",
-    paper_label: str = "the paper's own runs",
-    ylabel: str = "mean reciprocal rank",
-    note: str = "",
-):
-    """Mean reciprocal rank per encoding with its 95% bootstrap interval (`units` as from
-    `mrr_units`, resampled as rows; or a ready `summary` with mean and interval columns, such as
-    `hierarchical_summary`'s, and what it `resampled`), and the paper's figure for each encoding
-    it reports as a marker beside its bar (`paper_label` in the legend), clear of the whisker.
-    `note`, such as the orderings a test states, is written under the axes, where a reader sees
-    what the intervals alone do not show. Title lines longer than 72 characters wrap to fit the
-    figure."""
-    summary = bootstrap_summary(units) if summary is None else summary
-    resampled = resampled or f"{len(units)} bootstrap units"
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    x = np.arange(len(summary))
-    err = [summary["mean"] - summary["95% low"], summary["95% high"] - summary["mean"]]
-    ax.bar(
-        x,
-        summary["mean"],
-        yerr=err,
-        capsize=4,
-        color=[encoding_color(e) for e in summary.index],
-    )
-    # the bars are named by their ticks; the legend names the marks drawn on them
-    whisker = Line2D([], [], color="black", marker="_", markersize=10, linestyle="-", linewidth=1)
-    handles, labels = [whisker], [f"ours: the bar, whiskers its 95% interval ({resampled})"]
-    if paper:
-        known = [(i, paper[e]) for i, e in enumerate(summary.index) if e in paper]
-        beside = [i + 0.3 for i, _ in known]  # at the bar's edge, not on its whisker
-        ax.scatter(beside, [v for _, v in known], color="black", marker="D", zorder=3)
-        handles, labels = [ax.collections[-1], *handles], [paper_label, *labels]
-    ax.set_xticks(x, [label(e) for e in summary.index])
-    title = title or "Mean reciprocal rank over (task, seed) columns"
-    ax.set(
-        title="\n".join(textwrap.fill(line, 72) for line in title.split("\n")),  # a long list of tasks wraps
-        ylabel=ylabel,
-        xlabel="positional encoding",
-        ylim=(0, 1.05),
-    )
-    ax.legend(handles, labels, fontsize=8)
-    if note:
-        fig.text(0.01, 0.01, textwrap.fill(note, 110), fontsize=8, va="bottom", ha="left")
-        fig.tight_layout(rect=(0, 0.04 * (1 + note.count(" ") // 16), 1, 1))
-    else:
-        fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
-def baseline_comparison(df, path: Path = PUBLISHED_DIR / "baseline.csv"):
-    """Our means beside the baseline's for the encodings it shares (exact match, %)."""
-    base = pd.read_csv(path, comment="#")
-    ours = per_run_metrics(df).groupby(["task", "encoding"]).mean(numeric_only=True)
-    rows = []
-    for _, b in base.iterrows():
-        o = ours.loc[(b["task"], b["encoding"])]
-        for col, key in [("n = 1-16", "1_16"), ("n = 17", "17"), ("n = 18", "18"), ("n = 20", "20")]:
-            rows.append(
-                {
-                    "task": b["task"],
-                    "encoding": label(b["encoding"]),
-                    "metric": col,
-                    "baseline (3 seeds)": b[f"mean_{key}"],
-                    "ours": round(o[col], 1),
-                }
-            )
-        rows.append(
-            {
-                "task": b["task"],
-                "encoding": label(b["encoding"]),
-                "metric": "longest n >= 90%",
-                "baseline (3 seeds)": b["longest_90"],
-                "ours": round(o["longest n >= 90%"], 1),
-            }
-        )
-    return pd.DataFrame(rows).pivot_table(
-        index=["task", "encoding"], columns="metric", values=["baseline (3 seeds)", "ours"], sort=False
-    )
-
-
-def paper_comparison(df, test_lengths: Sequence[int] = range(17, 33), path: Path = PUBLISHED_DIR / "paper.json"):
-    """Ours beside the paper: mean reciprocal rank and mean exact match over the test lengths
-    (the paper tests L+1..2L; here 17..32), for the encodings the paper reports."""
-    paper = json.loads(Path(path).read_text())
-    mrr = mean_reciprocal_rank(df[df["encoding"].isin(list(paper["mean_reciprocal_rank_no_scratchpad"]))], test_lengths)
-    test = df[df["n"].isin(list(test_lengths))].groupby(["task", "encoding"])["exact_match"].mean()
-    rows = []
-    for enc, paper_mrr in paper["mean_reciprocal_rank_no_scratchpad"].items():
-        row = {
-            "encoding": label(enc),
-            "MRR, paper (10 tasks)": paper_mrr,
-            "MRR, ours (copy, reverse)": round(mrr[enc], 3),
-        }
-        for task, vals in paper["ood_exact_match_mean_of_3_seeds"].items():
-            row[f"{task} test EM, paper"] = vals[enc]
-            row[f"{task} test EM, ours"] = round(float(test.loc[(task, enc)]), 3)
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("encoding")
-
-
-def plot_settings_with_baseline(
-    frame,
-    encoding: str,
-    path: Path | None = None,
-    train_max: int = 16,
-    baseline: Path = PUBLISHED_DIR / "baseline.csv",
-):
-    """Exact match against n per setting (`settings_frame`), with the baseline's means for
-    `encoding` as black markers at the lengths it reports."""
-    fig = plot_by_length(
-        frame,
-        "exact_match",
-        "exact match (%, band = min-max over seeds)",
-        f"{label(encoding)}, exact match by setting",
-        None,
-        train_max,
-        scale=100.0,
-        ylim=(-2, 102),
-        line_label=lambda s: (
-            f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ({frame[frame['encoding'] == s]['seed'].nunique()} seeds)"
-        ),
-        colors=dict.fromkeys(frame["encoding"], encoding_color(encoding)),  # one encoding: its colour
-        styles={s: ("-", "--", ":", "-.")[i % 4] for i, s in enumerate(dict.fromkeys(frame["encoding"]))},
-    )
-    base = pd.read_csv(baseline, comment="#")
-    for ax, task in zip(fig.axes, dict.fromkeys(frame["task"])):
-        row = base[(base["task"] == task) & (base["encoding"] == encoding)].iloc[0]
-        ns = [16, 17, 18, 20, 24]
-        ax.errorbar(
-            ns,
-            [row[f"mean_{n}"] for n in ns],
-            yerr=[row[f"std_{n}"] for n in ns],
-            fmt="ko",
-            ms=4,
-            capsize=3,
-            label=f"the baseline ({int(row['seeds'])} seeds, mean ± std)",
-        )
-        ax.set_xlim(0, 30)
-        ax.get_legend().remove()
-    # A setting whose curve lies on another's (padded batches on the grid's settings) stays
-    # visible: every setting after the first is marked at each n as well, in hollow markers.
-    settings = list(dict.fromkeys(frame["encoding"]))
-    for ax in fig.axes:
-        for line in ax.get_lines():
-            for i, s in enumerate(settings[1:], start=1):
-                if line.get_label().startswith(f"{label(encoding)}, {SETTING_WORDS.get(s, s)} ("):
-                    line.set(marker=("o", "s", "^", "D")[(i - 1) % 4], ms=5, mfc="none", mew=1, zorder=3 + i)
-    handles: dict[str, Any] = {}  # one legend below both panels, where it covers no curve
-    for ax in fig.axes:
-        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=math.ceil(len(handles) / 2), fontsize=9)
-    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
-    save_figure(fig, path)
-    return fig
-
-
-def throughput_table(records: Sequence[dict[str, Any]]):
-    """Per encoding: mean training time, steps and real tokens per second (one thread per run)."""
-    rows = [
-        {
-            "encoding": label(r["config"]["model"]["encoding"]),
-            "train time (s)": r["train_time_s"],
-            "eval time (s)": r["eval_time_s"],
-            "steps / s": r["steps_per_s"],
-            "tokens / s": r["train_tokens_per_s"],
-        }
-        for r in records
-    ]
-    return pd.DataFrame(rows).groupby("encoding", sort=False).mean().round(1)
-
-
-# ---------------------------------------------------------------------------------------------
-# 20. Attention: pictures and the explorer (notebook 05)
-# ---------------------------------------------------------------------------------------------
-
-
-def draw_attention(
-    run: RunConfig,
-    layer: int,
-    head: int,
-    n: int,
-    example: int = 0,
-    ax=None,
-    results_dir: str | Path = RESULTS_DIR,
-    name: str | None = None,
-    colorbar: bool | None = None,
-    legend: bool = True,
-) -> dict[str, Any]:
-    """Heatmap of one head of `run`'s model (its weights in `results_dir`) on one gold sequence
-    (output steps x all positions), on-target cells ringed, with a colour bar of the weights
-    (`colorbar`; by default where it draws its own figure) and a legend under the axes, off every
-    cell (`legend`; a figure of many panels draws one of its own instead); the title names the model by
-    `name` (default: its encoding). Returns what was drawn, including the model's greedy output against
-    the target, as token ids and as the task's symbols."""
-    model, task = load_run_model(run, results_dir), run.task
-    c = model.config
-    for what, value, top in (("layer", layer, c.n_layers), ("head", head, c.n_heads), ("example", example, None)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0 or (top is not None and value >= top):
-            valid = f"0..{top - 1}" if top is not None else "an integer >= 0"
-            raise ValueError(f"{what}={value!r} is out of range; valid: {valid}")
-    scored = max(64, example + 1)  # sequences the on-target score averages over
-    batch = inspection_batch(task, n, scored, config=c)
-    head_maps = attention_maps(model, batch)[layer, :, head]  # (examples, T, T)
-    q, k = answer_sources(task, n)
-    rows = head_maps[example, q].numpy()
-    score = float(head_maps[:, q, k].mean())
-    sep = int(q[0])  # the query that predicts y_1 is SEP
-    own = _uncached_only(c)
-    prompt, at = batch.tokens[example : example + 1, : sep + 1], batch.positions[example : example + 1]
-    generated = generate(model, prompt, len(q) + 1, use_cache=not own, positions=at if own else None)[0, sep + 1 :]
-    target = batch.tokens[example, sep + 1 :]
-    colorbar = ax is None if colorbar is None else colorbar
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.8, 4))
-    image = ax.imshow(rows, aspect="auto", cmap="magma", vmin=0, vmax=1)
-    if colorbar:
-        ax.figure.colorbar(image, ax=ax, label="attention weight")
-    ax.scatter(
-        k.numpy(), np.arange(len(q)), s=12, facecolors="none", edgecolors="cyan", linewidths=0.7, label="source of y_i"
-    )
-    ax.axvline(sep, color="white", lw=0.8, ls=":", label="SEP (the prompt ends)")
-    if legend:  # under the axes: inside, it would sit on the SEP line or the first answer steps
-        dark = {"facecolor": "0.2", "edgecolor": "0.6", "labelcolor": "white"}  # the marks are drawn light
-        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, markerscale=1.6, **dark)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # answer steps are whole
-    ax.set(
-        title=textwrap.fill(
-            f"{name or label(run.encoding)} {task} L{layer}H{head}, n={n}: on-target {score:.2f}",
-            52,
-            break_on_hyphens=False,
-        ),
-        xlabel="key position (BOS, prompt, SEP, answer)",
-        ylabel="answer step i (predicting y_i)",
-    )
-    return {
-        "attention": rows,
-        "on_target": score,
-        "scored_over": scored,
-        "generated": generated.tolist(),
-        "target": target.tolist(),
-        "generated symbols": " ".join(run.make_task().decode(generated.tolist())),
-        "target symbols": " ".join(run.make_task().decode(target.tolist())),
-        "correct": bool(torch.equal(generated, target)),
-        "ax": ax,
-    }
-
-
-def plot_pointer_heads(
-    task: str,
-    encodings: Sequence[str] | None = None,
-    lengths: Sequence[int] = (16, 32),
-    path: Path | None = None,
-    results_dir: str | Path = RESULTS_DIR,
-):
-    """For each encoding's seed-0 model, its pointer head (chosen at n = 16) at each length."""
-    encodings = encoding_names() if encodings is None else encodings
-    fig, axes = plt.subplots(
-        len(encodings), len(lengths), figsize=(5.2 * len(lengths), 3.3 * len(encodings)), squeeze=False
-    )
-    for row, enc in zip(axes, encodings):
-        layer, head, _ = pointer_head(load_model(task, enc, 0, results_dir), task, 16)
-        for ax, n in zip(row, lengths):
-            last = ax is axes[0, -1]  # one colour bar: every panel shares the scale 0-1
-            drawn = draw_attention(
-                make_run(task, enc, 0), layer, head, n, ax=ax, results_dir=results_dir, colorbar=last, legend=False
-            )
-    lines = [
-        f"{task}: each seed-0 model's pointer head (the head that attends most to the symbol it must output next,"
-        f" chosen at n = 16), at {' and '.join(f'n = {n}' for n in lengths)}.",
-        "Each heatmap: one sequence. 'On-target' in its title: the head's mean attention weight on the ringed"
-        f" cells (where y_i is), over {drawn['scored_over']} sequences.",
-    ]
-    wrapped = [textwrap.fill(line, width=int(11 * fig.get_figwidth())) for line in lines]
-    fig.suptitle("\n".join(wrapped), fontsize=11)
-    dark = {"facecolor": "0.2", "edgecolor": "0.6", "labelcolor": "white"}  # the marks are drawn light
-    fig.legend(
-        *axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=10, markerscale=1.6, **dark
-    )
-    rows_of_text = sum(w.count("\n") + 1 for w in wrapped)
-    top = 1 - (0.1 + 0.16 * rows_of_text) / fig.get_figheight()
-    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, top))  # the legend below every panel
-    save_figure(fig, path, dpi=100)
-    return fig
-
-
-def plot_pointer_scores(table, path: Path | None = None, train_max: int = 16):
-    """The pointer head's on-target score against length (mean over seeds; band = min to max)."""
-    return plot_by_length(
-        table,
-        "on_target",
-        "mean attention on the right source",
-        "pointer head on target",
-        path,
-        train_max,
-        ylim=(-0.02, 1.02),
-    )
-
-
-class AttentionExplorer:
-    """Widgets to pick task, encoding, seed, layer, head, length and example; each change redraws
-    the heatmap through `draw_attention` and shows greedy output against target. It opens on the
-    pointer head of the chosen model and length (notebook 05's definition: the head with the most
-    attention on the right source), and the "pointer head" button jumps there after a change."""
-
-    def __init__(
-        self,
-        seeds: Sequence[int] = range(5),
-        results_dir: str | Path = RESULTS_DIR,
-        task: str = "reverse",
-        encoding: str = "nope",
-        n: int = 16,
-    ):
-        import ipywidgets as w
-
-        self.results_dir = results_dir
-        cfg = ModelConfig()
-        self.controls = {
-            "task": w.Dropdown(options=self.trained_tasks(seeds, results_dir, task), value=task, description="task"),
-            "encoding": w.Dropdown(
-                options=[(label(e), e) for e in encoding_names()], value=encoding, description="encoding"
-            ),
-            "seed": w.Dropdown(options=list(seeds), value=0, description="seed"),
-            "layer": w.IntSlider(value=0, min=0, max=cfg.n_layers - 1, description="layer"),
-            "head": w.IntSlider(value=0, min=0, max=cfg.n_heads - 1, description="head"),
-            "n": w.IntSlider(value=n, min=1, max=48, description="length n"),
-            "example": w.IntSlider(value=0, min=0, max=63, description="example"),
-        }
-        self.jump = w.Button(description="pointer head", tooltip="jump to the pointer head at this length")
-        self.jump.on_click(lambda _button: self.to_pointer_head())
-        # the heatmap as a PNG in an Image widget and the text under it: each redraw replaces both
-        # values at once (an Output widget cleared and refilled from a callback can lose the figure)
-        self.image = w.Image(format="png", layout=w.Layout(width="630px"))
-        self.caption = w.HTML()
-        controls = list(self.controls.values())
-        self.widget = w.VBox([w.HBox([*controls[:3], self.jump]), w.HBox(controls[3:]), self.image, self.caption])
-        self.widget.add_class("lengen-explorer")
-        self.last: dict[str, Any] = {}
-        self._quiet = True  # no redraw while the pointer head is being set
-        self.to_pointer_head()
-        for c in self.controls.values():
-            c.observe(lambda _change: None if self._quiet else self.redraw(), names="value")
-
-    @staticmethod
-    def trained_tasks(seeds: Sequence[int], results_dir: str | Path, task: str) -> list[str]:
-        """The inspectable tasks with a trained grid model of the first seed (and `task`): a task
-        such as copy_hints has a source per answer token but no grid models to show."""
-
-        def trained(t: str, e: str) -> bool:
-            try:
-                return weights_path(Path(results_dir), make_run(t, e, seeds[0])).exists()
-            except ValueError:  # no grid run of this task and encoding can be made (too few learned rows)
-                return False
-
-        return [t for t in inspectable_tasks() if t == task or any(trained(t, e) for e in encoding_names())]
-
-    def values(self) -> dict[str, Any]:
-        return {k: c.value for k, c in self.controls.items()}
-
-    def to_pointer_head(self) -> None:
-        """Set layer and head to the pointer head of the chosen model at the chosen length, and redraw."""
-        v = self.values()
-        model = load_model(v["task"], v["encoding"], v["seed"], self.results_dir)
-        layer, head, _ = pointer_head(model, v["task"], v["n"])
-        self._quiet = True
-        self.controls["layer"].value, self.controls["head"].value = layer, head
-        self._quiet = False
-        self.redraw()
-
-    def redraw(self) -> None:
-        import html
-        import io
-
-        from matplotlib.figure import Figure
-
-        v = self.values()
-        fig = Figure(figsize=(7, 4.5))  # not pyplot's: nothing is shown or kept open by accident
-        ax = fig.add_subplot()
-        run = make_run(v["task"], v["encoding"], v["seed"])
-        drawn = draw_attention(run, v["layer"], v["head"], v["n"], v["example"], ax=ax, results_dir=self.results_dir)
-        fig.tight_layout()
-        png = io.BytesIO()
-        fig.savefig(png, format="png", dpi=90)
-        verdict = "right" if drawn["correct"] else "wrong"
-        target, generated = drawn["target symbols"], drawn["generated symbols"]
-        text = f"{ax.get_title()}\ntarget    {target}\ngenerated {generated}  ({verdict})"
-        self.image.value, self.caption.value = png.getvalue(), f"<pre>{html.escape(text)}</pre>"
-        self.last = {**v, **drawn, "title": ax.get_title()}
-
-
-def plot_jsd(table, path: Path | None = None, train_max: int = 16):
-    """Each encoding's JSD to NoPE against length (mean over seeds and examples)."""
-    floor = lambda enc: "NoPE vs NoPE of another seed (floor)" if enc == "nope" else label(enc)  # noqa: E731
-    return plot_by_length(
-        table,
-        "jsd",
-        "JSD to NoPE (bits; min over head pairs)",
-        "attention distance to NoPE",
-        path,
-        train_max,
-        band=False,
-        line_label=floor,
-        shared_legend=True,  # one legend below the panels, clear of the lines
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# 21. The paper's other tasks: tables, figures and verdicts (notebook 07)
-# ---------------------------------------------------------------------------------------------
-
-
-def pilot_table(copy_run: float, results_dir: str | Path | None = None):
-    """The pilot, one row per run in the order tried: task (format), encoding, shape, learning
-    rate, steps, compute in copy runs (`copy_run`: one copy run's FLOPs), wall time, and mean exact
-    match over the training sizes (%)."""
-    results_dir = experiment("ten-task-pilot").results_dir() if results_dir is None else results_dir
-    rows = []
-    for cfg, (_, _, shape, _) in zip(ten_task_pilot(), TEN_TASK_PILOT):
-        rec = record_of(results_dir, cfg)
-        rows.append(
-            {
-                "task": cfg.make_task().key,
-                "encoding": cfg.encoding,
-                "shape": shape,
-                "lr": cfg.lr,
-                "steps": cfg.steps,
-                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
-                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
-                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def second_pilot_table(copy_run: float, results_dir: str | Path | None = None):
-    """The second pilot, one row per run: task (format), encoding, layers, steps, compute in copy
-    runs, wall time, exact match (%) at the longest training size and its mean over the training
-    sizes, and whether that mean reaches the goal (`SECOND_PILOT_GOAL`; None until trained)."""
-    results_dir = experiment("lego-pilot").results_dir() if results_dir is None else results_dir
-    rows = []
-    for cfg in (c for task in SECOND_PILOT for c in second_pilot(task)):
-        rec = record_of(results_dir, cfg)
-        rows.append(
-            {
-                "task": cfg.make_task().key,
-                "encoding": cfg.encoding,
-                "layers": cfg.model.n_layers,
-                "steps": cfg.steps,
-                "copy runs": run_compute_flops(cfg, sample_steps=100) / copy_run,
-                "wall (min)": rec["wall_time_s"] / 60 if rec else float("nan"),
-                f"at {cfg.train_max_len} (%)": 100 * rec["exact_match"][str(cfg.train_max_len)]
-                if rec
-                else float("nan"),
-                "in distribution (%)": 100 * rec["in_distribution_mean"] if rec else float("nan"),
-                "goal": bool(rec["in_distribution_mean"] >= SECOND_PILOT_GOAL) if rec else None,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def size_label(key: str) -> str:
-    """The x label for a task's sizes: "size n (what n counts)" ("size n" for a task not listed)."""
-    unit = SIZE_UNITS.get(task_of_key(key).name)
-    return f"size n ({unit})" if unit else "size n"
-
-
-def task_title(key: str) -> str:
-    """A task's key in words for a figure: "addition.paper" -> "addition (the paper's format)"."""
-    name, *options = key.split(".")
-    name = TASK_NAMES.get(name, name)
-    return f"{name} ({', '.join(TASK_OPTION_WORDS.get(o, o) for o in options)})" if options else name
-
-
-def in_distribution_goal(df, median_bar: float = 0.95, seed_bar: float = 0.90, seeds: int = 3):
-    """Per (task, encoding): each seed's mean exact match over the training sizes, then its median
-    and lowest over seeds, and whether it meets the goal (median >= `median_bar`, no seed below
-    `seed_bar`, `seeds` seeds)."""
-    per_seed = training_rows(df).groupby(["task", "encoding", "seed"])["exact_match"].mean()
-    g = per_seed.groupby(level=["task", "encoding"])
-    median, lowest, count = g.median(), g.min(), g.size()
-    meets = (median >= median_bar) & (lowest >= seed_bar) & (count >= seeds)
-    return pd.DataFrame(
-        {
-            "median (%)": (100 * median).round(1),
-            "lowest seed (%)": (100 * lowest).round(1),
-            "seeds": count,
-            "meets goal": meets,
-        }
-    )
-
-
-def hierarchical_summary(rr, splits: dict[str, int] | None = None, n_boot: int = 10000, seed: int = 0):
-    """Per encoding: the mean reciprocal rank (`weighted_mrr`), its 95% interval over hierarchical
-    resamples (tasks, then seeds within each) and the share of resamples in which it is the best."""
-    boot = hierarchical_bootstrap(rr, splits, n_boot, seed)
-    point = weighted_mrr(rr, splits)[list(rr.columns)]
-    out = pd.DataFrame(
-        {
-            "mean": point.to_numpy(),
-            "95% low": np.percentile(boot, 2.5, axis=0),
-            "95% high": np.percentile(boot, 97.5, axis=0),
-            "P(best)": np.bincount(boot.argmax(axis=1), minlength=boot.shape[1]) / len(boot),
-        },
-        index=list(rr.columns),
-    )
-    return out.sort_values("mean", ascending=False)
-
-
-def evidence_table(evidence):
-    """`pairwise_evidence` as a reader scans it: shares in %, the sign-flip p to 3 places, and a
-    mark per check ("yes" where it holds)."""
-    yes = {True: "yes", False: "no"}
-    return pd.DataFrame(
-        {
-            "MRR A": evidence["MRR A"].round(3),
-            "MRR B": evidence["MRR B"].round(3),
-            "bootstrap (%)": (100 * evidence["bootstrap"]).round(0).astype(int),
-            "tasks won": evidence["tasks won"],
-            "sign-flip p": evidence["sign-flip p"].round(3),
-            "bootstrap p, Holm": evidence["bootstrap p (Holm)"].round(3),
-            "sign-flip p, Holm": evidence["sign-flip p (Holm)"].round(3),
-            "holds without any one task": evidence["holds leaving out any one task"].map(yes),
-            "random seed pairings (%)": (100 * evidence["random seed pairings"]).round(0).astype(int),
-            "stated": evidence["stated"].map(yes),
-        }
-    )
-
-
-def stated_orderings(evidence) -> str:
-    """The pairs `pairwise_evidence` states, joined; "none" if it states none."""
-    return ", ".join(evidence.index[evidence["stated"]]) or "none"
-
-
-def family_reach(evidence) -> str:
-    """What a `pairwise_evidence` table's tests can state at all: its pairs (the family), its
-    tasks, and the smallest Holm-corrected p its sign-flip test can give (`smallest_corrected_p`)
-    against `FAMILY_ALPHA`."""
-    tasks = int(str(evidence["tasks won"].iloc[0]).split(" of ")[1])
-    p = smallest_corrected_p(tasks, len(evidence))
-    where = "over" if p > FAMILY_ALPHA else "within"
-    line = f"{len(evidence)} pairs over {tasks} tasks: the smallest corrected two-sided sign-flip p is {p:.3f}"
-    return line + f", {where} {FAMILY_ALPHA:.2f}" + (": no ordering can be stated" if p > FAMILY_ALPHA else "")
-
-
-def goal_marks(goal):
-    """`in_distribution_goal` as one (task x encoding) table: the median over seeds (%), with the
-    lowest seed in brackets and a cross where the goal is missed, a tick where it is met."""
-
-    def cell(row) -> str:
-        if row["meets goal"]:
-            return f"{row['median (%)']:.1f} ✓"
-        return f"{row['median (%)']:.1f} ({row['lowest seed (%)']:.1f}) ✗"
-
-    out = goal.apply(cell, axis=1).unstack("encoding")
-    return out[[e for e in ENCODINGS if e in out.columns]].rename(columns=label)
-
-
-def tasks_meeting_goal(goal, tasks: Sequence[str]) -> list[str]:
-    """Those of `tasks` on which every encoding meets the in-distribution goal."""
-    return [t for t in tasks if bool(goal.loc[t, "meets goal"].all())]
-
-
-def flagged_ranks(rr, goal):
-    """Each task's mean reciprocal rank over its seeds (`per_task_rr`), to 2 places, marked "*"
-    where that (task, encoding) misses the in-distribution goal: there the rank measures a failure
-    to learn the task, not to extrapolate it."""
-    per_task = per_task_rr(rr)
-    missed = set(goal.index[~goal["meets goal"].astype(bool)])
-    marks = pd.DataFrame(
-        [[" *" if (t, e) in missed else "" for e in per_task.columns] for t in per_task.index],
-        index=per_task.index,
-        columns=per_task.columns,
-    )
-    return (per_task.map("{:.2f}".format) + marks).rename(columns=label)
-
-
-def runs_against_level(configs: Sequence[RunConfig], level: float, results_dir: str | Path = RESULTS_DIR):
-    """One row per run of `configs` (encoding, seed): whether it is trained, its mean exact match
-    over the training sizes (%) and whether that reaches `level` (a fraction; None untrained)."""
-    rows = []
-    for cfg in configs:
-        rec = record_of(results_dir, cfg)
-        score = 100 * rec["in_distribution_mean"] if rec else float("nan")
-        clears = bool(rec["in_distribution_mean"] >= level) if rec else None
-        rows.append(
-            {"encoding": label(cfg.model.encoding), "seed": cfg.seed, "trained": rec is not None}
-            | {"in distribution (%)": score, "clears": clears}
-        )
-    return pd.DataFrame(rows)
-
-
-def shape_words(model: ModelConfig) -> str:
-    """A model's shape as the tables of every model tried name it: "6 x 64", or "6 x 64, pre-norm"."""
-    return f"{model.n_layers} x {model.d_model}" + (", pre-norm" if model.pre_norm else "")
-
-
-def shapes_tried(task: str, window: int = 2000, falling: float = STILL_FALLING):
-    """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
-    rate, encoding) in the order first trained: its experiment, layers x width, seeds, the mean exact
-    match over the training sizes (%; median and range over seeds), the training loss at the end
-    (median), its change over the last `window` steps (%, median) and how many seeds' loss still
-    falls there by more than the fraction `falling`."""
-    rows = []
-    for name, cfg, rec in trained_runs_of(task):
-        end = cfg.steps
-        last, before = loss_at(rec, end), loss_at(rec, end - window)
-        shape = shape_words(cfg.model)
-        rows.append(
-            {"format": cfg.make_task().key, "experiment": name, "shape": shape, "steps": end, "learning rate": cfg.lr}
-            | {
-                "encoding": label(cfg.model.encoding),
-                "seed": cfg.seed,
-                "in": 100 * rec["in_distribution_mean"],
-                "loss": last,
-                "change": 100 * (last / before - 1),
-                "falling": still_falling(before, last, falling),
-            }
-        )
-    runs = pd.DataFrame(rows)
-    keys = ["format", "shape", "steps", "learning rate", "encoding"]
-    out = runs.groupby(keys, sort=False).agg(
-        experiment=("experiment", "first"),
-        seeds=("seed", "nunique"),
-        median=("in", "median"),
-        lowest=("in", "min"),
-        highest=("in", "max"),
-        loss=("loss", "median"),
-        change=("change", "median"),
-        falling=("falling", "sum"),
-    )
-    return out.rename(
-        columns={
-            "median": "in distribution (%, median)",
-            "lowest": "lowest (%)",
-            "highest": "highest (%)",
-            "loss": "final loss (median)",
-            "change": f"loss change over the last {window:,} steps (%, median)",
-            "falling": f"seeds still falling (> {100 * falling:g}%)",
-        }
-    ).reset_index()
-
-
-def sizes_tried(task: str, level: float = 0.9) -> pd.DataFrame:
-    """Every model tried on `task` (`trained_runs_of`), one row per (format, shape, steps, learning
-    rate, encoding) as `shapes_tried` has them: exact match (%) at each training size, the median
-    over its seeds, and the size up to which every size holds `level` (`longest_at_least`, on
-    those medians): the longest chain, for LEGO, the models resolve."""
-    rows, sizes = [], {}
-    for _, cfg, rec in trained_runs_of(task):
-        keys = {"format": cfg.make_task().key, "shape": shape_words(cfg.model), "steps": cfg.steps}
-        keys |= {"learning rate": cfg.lr, "encoding": label(cfg.model.encoding), "seed": cfg.seed}
-        trained = cfg.make_task().sizes(1, cfg.train_max_len)
-        sizes |= dict.fromkeys(trained)
-        rows.append(keys | {n: 100 * rec["exact_match"][str(n)] for n in trained})
-    runs = pd.DataFrame(rows)
-    keys = ["format", "shape", "steps", "learning rate", "encoding"]
-    out = runs.groupby(keys, sort=False).agg({"seed": "nunique"} | {n: "median" for n in sorted(sizes)})
-    out = out.rename(columns={"seed": "seeds"})
-    sizes = sorted(sizes)
-    out[f"every size >= {100 * level:g}% to"] = [
-        longest_at_least({n: row[n] / 100 for n in sizes}, level) for _, row in out.iterrows()
-    ]
-    return out.reset_index()
-
-
-def plot_shapes_tried(
-    task: str, encodings: Sequence[str] = ("nope", "sinusoidal"), seed: int = 0, path: Path | None = None
-):
-    """Training loss against step for every model tried on `task` (`trained_runs_of`), seed
-    `seed`: one panel per encoding, one line per (shape, steps, learning rate) in a colour of its
-    own, a line style per format, on a log axis; the legend below the panels, its title naming the
-    line styles."""
-    runs = [(c, r) for _, c, r in trained_runs_of(task) if c.seed == seed and c.model.encoding in encodings]
-    models = list(dict.fromkeys((shape_words(c.model), c.steps, c.lr) for c, _ in runs))
-    formats = list(dict.fromkeys(c.make_task().key for c, _ in runs))
-    colours = dict(zip(models, plt.cm.tab10(np.arange(len(models)) % 10)))
-    styles = dict(zip(formats, ("-", "--", ":", "-.")))
-    fig, axes = plt.subplots(1, len(encodings), figsize=(6.5 * len(encodings), 4.4), sharey=True, squeeze=False)
-    handles: dict[str, Any] = {}
-    for ax, enc in zip(axes[0], encodings):
-        mine = [(c, r) for c, r in runs if c.model.encoding == enc]
-        for cfg, rec in mine:
-            curve, model = rec["loss_curve"], (shape_words(cfg.model), cfg.steps, cfg.lr)
-            steps = curve["every"] * np.arange(1, len(curve["mean_loss"]) + 1)
-            name = f"{model[0]}, {model[1]:,} steps, lr {model[2]:g}"
-            fmt = cfg.make_task().key
-            (line,) = ax.plot(steps, curve["mean_loss"], color=colours[model], ls=styles[fmt], lw=1.6)
-            handles.setdefault(name, Line2D([], [], color=colours[model], lw=2))
-        ax.set_yscale("log")
-        ax.set(title=f"{task_title(task)}, {label(enc)}, seed {seed}", xlabel="training step")
-        if not mine:
-            ax.text(0.5, 0.5, "no run trained", ha="center", transform=ax.transAxes)
-    axes[0][0].set_ylabel("training loss per answer token (log scale)")
-    names = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dotted"}
-    title = "model: layers x width, steps, learning rate; "
-    title += ", ".join(f"{names[styles[f]]}: {task_title(f)}" for f in formats)
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=3, fontsize=8, title=title)
-    fig.tight_layout(rect=(0, 0.06 * (1 + len(handles) // 3), 1, 1))
-    save_figure(fig, path)
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------
-# 22. How NoPE knows where it is: tables and figures (notebook 08)
-# ---------------------------------------------------------------------------------------------
-
-
-def probe_summary(table, bands: Sequence[tuple[int, int]] = ((34, 49), (50, 97))):
-    """Per (task, encoding, seed, layer, probe): the mean absolute error (positions) on held-out
-    sequences of the training sizes, then on longer sequences at the positions within each band."""
-    keys = ["task", "encoding", "seed", "layer", "probe"]
-    t = table.assign(abs_sum=table["mae"] * table["count"])
-    parts = {}
-    pick = {"training sizes": t["sizes"] == "training"}
-    for lo, hi in bands:
-        pick[f"positions {lo}-{hi}"] = (t["sizes"] == "longer") & t["position"].between(lo, hi)
-    for name, rows in pick.items():
-        s = t[rows].groupby(keys)[["abs_sum", "count"]].sum()
-        parts[name] = s["abs_sum"] / s["count"]
-    return pd.DataFrame(parts)
-
-
-def first_layer_summary(table, bands: dict[str, tuple[int, int]]):
-    """Per (task, encoding, head) of `first_layer_table`: the mean over each band of query positions
-    of the BOS weight times (t + 1) and of the entropy over log(t + 1) (both 1 for uniform attention)."""
-    g = table.assign(
-        bos_x_t1=table["bos_weight"] * (table["position"] + 1),
-        entropy_ratio=table["entropy"] / table["uniform_entropy"],
-    )
-    parts = {
-        name: g[g["position"].between(lo, hi)]
-        .groupby(["task", "encoding", "head"])[["bos_x_t1", "entropy_ratio"]]
-        .mean()
-        for name, (lo, hi) in bands.items()
-    }
-    out = pd.concat(parts, axis=1)
-    names = {"bos_x_t1": "BOS weight x (t+1)", "entropy_ratio": "entropy / log(t+1)"}
-    out.columns = [f"positions {band}: {names[c]}" for band, c in out.columns]
-    return out
-
-
-def _readable(fig: Any) -> None:
-    """Set every panel's title, axis labels and tick labels of `fig` to `FIGURE_TEXT`'s sizes."""
-    for ax in fig.axes:
-        ax.title.set_fontsize(FIGURE_TEXT["title"])
-        ax.xaxis.label.set_fontsize(FIGURE_TEXT["label"])
-        ax.yaxis.label.set_fontsize(FIGURE_TEXT["label"])
-        ax.tick_params(labelsize=FIGURE_TEXT["tick"])
-
-
-def hidden_state_name(i: int) -> str:
-    """The name of hidden state i of `hidden_states_by_position` (the probes' `layer` column):
-    0 is the embeddings, i > 0 the output of layer i - 1, layers counted from 0 ("after L0")."""
-    return "embeddings" if i == 0 else f"after L{i - 1}"
-
-
-def condensed_probe_table(summary, decimals: int = 1):
-    """`probe_summary` (one seed) for reading: a row per hidden state (`hidden_state_name`) and
-    encoding, a column per (task, band, probe), rounded to `decimals`. Encodings whose rows are the
-    same at a hidden state once rounded (embeddings that carry no position) share one row, their
-    names joined."""
-    if "seed" in summary.index.names:
-        if summary.index.get_level_values("seed").nunique() > 1:
-            raise ValueError("condensed_probe_table reads one seed's probes")
-        summary = summary.droplevel("seed")
-    long = summary.rename_axis(columns="band").stack().rename("mae").reset_index()
-    tasks, bands = list(dict.fromkeys(long["task"])), list(summary.columns)
-    probes = list(dict.fromkeys(long["probe"]))
-    wide = long.pivot_table(index=["layer", "encoding"], columns=["task", "band", "probe"], values="mae")
-    wide = wide.reindex(columns=pd.MultiIndex.from_product([tasks, bands, probes], names=wide.columns.names))
-    order = {e: i for i, e in enumerate(encoding_names())}
-    wide = wide.round(decimals)
-    rows, index = [], []
-    for layer in sorted(wide.index.get_level_values("layer").unique()):
-        part = wide.xs(layer, level="layer")
-        part = part.loc[sorted(part.index, key=lambda e: (order.get(e, len(order)), e))]
-        groups: dict[tuple, list[str]] = {}
-        for enc, values in part.iterrows():
-            groups.setdefault(tuple(values.fillna(np.inf)), []).append(enc)
-        for encs in groups.values():
-            rows.append(part.loc[encs[0]])
-            index.append((hidden_state_name(int(layer)), ", ".join(label(e) for e in encs)))
-    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(index, names=["hidden state", "encoding"]))
-
-
-def plot_construction_precision(table, path: Path | None = None):
-    """The largest readout error and the largest share of the second layer's (L1's) attention off
-    its target over every position a construction covers, against the number of positions it is
-    built for (an exact 0 drawn at the floor, and said so, in a panel that has one)."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5))
-    table = table.assign(off_target=1 - table["attention_on_target"])
-    worst = table.groupby("n_positions")[["readout_error", "off_target"]].max()
-    floors = {"readout_error": 1e-9, "off_target": 1e-12}
-    panels = (
-        (a, "readout_error", "largest |position read back - t| (positions)", "Theorem 1: the position L0 writes"),
-        (b, "off_target", "largest 1 - attention on t - 1", "Theorem 2: L1's attention off its target"),
-    )
-    for ax, column, ylabel, title in panels:
-        ax.plot(worst.index, worst[column].clip(lower=floors[column]), color="black", marker="o", label="float32")
-        if (worst[column] <= floors[column]).any():  # the floor is drawn, and named, only where a value sits on it
-            ax.axhline(floors[column], color="gray", ls="--", lw=0.8, label=f"{floors[column]:g}: exact (0) drawn here")
-        ax.set(xscale="log", yscale="log", xlabel="positions the construction is built for", ylabel=ylabel, title=title)
-        ax.set_xticks(list(worst.index), [str(n) for n in worst.index])
-        ax.minorticks_off()
-    a.axhline(0.5, color="black", ls=":", lw=1, label="half a position: the readout rounds wrong")
-    b.axhline(0.5, color="black", ls=":", lw=1, label="half its attention off: the target no longer wins")
-    for ax, where in ((a, "lower right"), (b, "center left")):  # where no point or line is
-        ax.set_ylim(top=5.0)  # the half-way line clear of the frame
-        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc=where)
-    fig.suptitle("The worst position of each construction, in float32 (layers L0 and L1)", fontsize=14)
-    _readable(fig)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
-def _probe_curves(g, train_last: int) -> tuple[Any, Any]:
-    """A probe's mean |error| per position over held-out sequences of the training sizes up to
-    `train_last`, and over longer sequences from `train_last` on."""
-
-    def curve(sizes: str):
-        s = g[g["sizes"] == sizes].groupby("position")[["abs_sum", "count"]].sum()
-        return s["abs_sum"] / s["count"]
-
-    inside, outside = curve("training"), curve("longer")
-    return inside[inside.index <= train_last], outside[outside.index >= train_last]
-
-
-def best_probe_layers(table, probe: str = "mlp") -> dict[tuple[str, str], int]:
-    """Per (task, encoding): the hidden state (the `layer` column) whose `probe` reads the position
-    best on held-out sequences of the training sizes."""
-    t = table[(table["probe"] == probe) & (table["sizes"] == "training")]
-    s = t.assign(abs_sum=t["mae"] * t["count"]).groupby(["task", "encoding", "layer"])[["abs_sum", "count"]].sum()
-    err = s["abs_sum"] / s["count"]
-    return {(task, enc): int(layer) for (task, enc, layer) in err.groupby(level=["task", "encoding"]).idxmin()}
-
-
-def plot_probe_errors(
-    table,
-    reach: dict[str, int],
-    train_last: int,
-    path: Path | None = None,
-    probe: str = "mlp",
-    by_layer: str | None = "nope",
-    level: float = 0.9,
-):
-    """Probe error against position, one panel per task: each encoding's model at the hidden state
-    its probe reads best (`best_probe_layers`), in the encoding's colour, with its exact-match
-    cliff (`reach`, keyed 'task/encoding': the last position its answer reaches at the longest n
-    whose every size scores at least `level`, `exact_match_cliff`) marked on its line;
-    and, if `by_layer` names an encoding, a second row with that encoding's every hidden state, its
-    cliff a vertical line. Solid: held-out sequences of the training sizes (positions up to
-    `train_last`, shaded: where the probe is fitted); dashed: longer sequences, from `train_last` on."""
-    t = table[table["probe"] == probe]
-    t = t.assign(abs_sum=t["mae"] * t["count"])
-    tasks = list(dict.fromkeys(t["task"]))
-    order = {e: i for i, e in enumerate(encoding_names())}
-    encodings = sorted(dict.fromkeys(t["encoding"]), key=lambda e: (order.get(e, len(order)), e))
-    best = best_probe_layers(table, probe)
-    layered = by_layer in encodings
-    rows = 2 if layered else 1
-    fig, axes = plt.subplots(rows, len(tasks), figsize=(7.2 * len(tasks), 5.2 * rows), squeeze=False, sharey=True)
-    cliff_note = f"the cliff: the last position the answer reaches at the longest n with every size at {level:.0%}"
-
-    def frame(ax: Any, title: str) -> None:
-        ax.axvspan(0, train_last, color="0.92", zorder=0)
-        ax.set(yscale="log", ylim=(1e-2, 2e2), title=title, xlabel="position t")
-
-    for ax, task in zip(axes[0], tasks):
-        frame(ax, f"{task}: each model at its best hidden state")
-        for enc in encodings:
-            g = t[(t["task"] == task) & (t["encoding"] == enc)]
-            if (task, enc) not in best:
-                continue
-            layer = best[(task, enc)]
-            inside, outside = _probe_curves(g[g["layer"] == layer], train_last)
-            c = encoding_color(enc)
-            ax.plot(inside.index, inside.values, color=c, lw=1.8, label=f"{label(enc)} ({hidden_state_name(layer)})")
-            ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
-            cliff = reach.get(f"{task}/{enc}")
-            curve = outside if cliff is not None and cliff in outside.index else inside
-            if cliff is not None and cliff in curve.index:
-                ax.plot([cliff], [curve[cliff]], ls="none", marker="o", ms=9, color=c, mec="black", zorder=5)
-        ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right", title="model (hidden state)")
-    if layered:
-        for ax, task in zip(axes[1], tasks):
-            frame(ax, f"{task}, {label(by_layer)}: every hidden state")
-            g = t[(t["task"] == task) & (t["encoding"] == by_layer)]
-            for layer, gl in g.groupby("layer"):
-                inside, outside = _probe_curves(gl, train_last)
-                c = ordinal_color(int(layer))
-                ax.plot(inside.index, inside.values, color=c, lw=1.8, label=hidden_state_name(int(layer)))
-                ax.plot(outside.index, outside.values, color=c, lw=1.8, ls="--")
-            cliff = reach.get(f"{task}/{by_layer}")
-            if cliff is not None:
-                ax.axvline(cliff, color="black", ls="-.", lw=1.4, label=f"exact-match cliff (position {cliff})")
-            ax.legend(fontsize=FIGURE_TEXT["legend"] - 1, loc="lower right")
-    for ax in axes.flat:
-        ax.set_ylabel("the probe's mean |error| (positions)")
-    from matplotlib.patches import Patch
-
-    handles = [
-        Line2D([], [], color="black", lw=1.8, label=f"held-out sequences of the training sizes (t ≤ {train_last})"),
-        Line2D([], [], color="black", lw=1.8, ls="--", label=f"longer sequences (t ≥ {train_last})"),
-        Patch(color="0.92", label=f"positions the probe is fitted on (0-{train_last})"),
-        Line2D([], [], ls="none", marker="o", ms=9, color="white", mec="black", label=cliff_note),
-    ]
-    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=FIGURE_TEXT["legend"])
-    words = PROBE_WORDS.get(probe, probe)
-    fig.suptitle(
-        f"Reading the absolute position from the hidden states: a probe ({words}) per hidden state", fontsize=14
-    )
-    _readable(fig)
-    fig.tight_layout(rect=(0, 0.075 if layered else 0.14, 1, 1))
-    save_figure(fig, path, dpi=100)
-    return fig
-
-
-def plot_first_layer(table, path: Path | None = None, train_last: int = 33):
-    """NoPE's first layer (L0) per head: the weight on BOS times (t + 1), which is 1 for uniform
-    attention, and the entropy over log(t + 1), 1 for uniform, against the query position. A head
-    that keeps near-uniform attention over the training positions (`uniform_heads`) is drawn
-    thick and named, with its numbers; a panel without one says so."""
-    from matplotlib.ticker import FuncFormatter
-
-    tasks = list(dict.fromkeys(table["task"]))
-    marked = uniform_heads(table, train_last)
-    fig, axes = plt.subplots(2, len(tasks), figsize=(7 * len(tasks), 8.5), squeeze=False)
-    for j, task in enumerate(tasks):
-        g = table[(table["task"] == task) & (table["position"] > 0)]
-        enc = g["encoding"].iloc[0]
-        mine = marked[(marked["task"] == task) & (marked["encoding"] == enc)].set_index("head")
-        floored = False
-        for head, gh in g.groupby("head"):
-            thick = {"lw": 3.2, "zorder": 4} if head in mine.index else {"lw": 1.4, "alpha": 0.85}
-            bos = gh["bos_weight"] * (gh["position"] + 1)
-            floored |= bool((bos < BOS_FLOOR).any())
-            name = f"L0H{head}"
-            axes[0, j].plot(gh["position"], bos.clip(lower=BOS_FLOOR), color=ordinal_color(head), label=name, **thick)
-            ratio = gh["entropy"] / gh["uniform_entropy"]
-            axes[1, j].plot(gh["position"], ratio, color=ordinal_color(head), label=name, **thick)
-            if head in mine.index:
-                r = mine.loc[head]
-                t_mid = max(1, train_last // 2)  # the arrows point inside the training positions
-                at = gh["position"] == t_mid
-                note = {
-                    "textcoords": "axes fraction",
-                    "va": "center",
-                    "fontsize": FIGURE_TEXT["legend"],
-                    "arrowprops": {"arrowstyle": "->", "color": ordinal_color(head), "lw": 1.5},
-                    "bbox": {"boxstyle": "round", "fc": "white", "ec": ordinal_color(head)},
-                }
-                axes[0, j].annotate(
-                    f"{name}: near-uniform attention, BOS weight\n{r['bos_x_t1']:.2f}x uniform's 1/(t + 1) "
-                    f"(mean, t = 1-{train_last})",
-                    xy=(t_mid, float(bos[at].iloc[0])),
-                    xytext=(0.3, 0.9),
-                    **note,
-                )
-                axes[1, j].annotate(
-                    f"{name}: {r['entropy_ratio']:.2f} of uniform's entropy (mean, t = 1-{train_last})",
-                    xy=(t_mid, float(ratio[at].iloc[0])),
-                    xytext=(0.4, 0.3),
-                    **note,
-                )
-        if mine.empty:
-            axes[0, j].text(
-                0.97,
-                0.35,
-                f"no head keeps {UNIFORM_LEVEL:g} of uniform's entropy at every t = 1-{train_last}",
-                transform=axes[0, j].transAxes,
-                ha="right",
-                va="bottom",
-                fontsize=FIGURE_TEXT["legend"],
-                bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
-            )
-        if floored:  # drawn, and named, only where a weight sits below it
-            axes[0, j].axhline(
-                BOS_FLOOR, color="gray", ls="--", lw=0.8, label=f"{BOS_FLOOR:g}: lower values drawn here"
-            )
-        axes[0, j].set(
-            title=f"{task}, {label(enc)}, L0: weight on BOS x (t + 1)",
-            ylabel="BOS weight x (t + 1) (1 = uniform)",
-            yscale="log",
-        )
-        low, high = axes[0, j].get_ylim()
-        if not mine.empty:  # room above the lines for the named head's numbers
-            axes[0, j].set_ylim(low, high * (high / low) ** 0.6)
-        if high / low < 100:  # under two decades: name 1, 2 and 5 of each, not only the powers of ten
-            axes[0, j].yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            axes[0, j].yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        else:
-            axes[0, j].yaxis.set_major_locator(LogLocator(base=10))
-        axes[0, j].yaxis.set_minor_formatter(NullFormatter())
-        axes[1, j].set(title=f"{task}, {label(enc)}, L0: attention entropy / log(t + 1)", ylabel="entropy / uniform's")
-        for ax in axes[:, j]:
-            ax.axvline(train_last, color="black", ls=":", lw=1.2, label=f"last training position ({train_last})")
-            ax.set_xlabel("query position t")
-    handles: dict[str, Any] = {}  # the heads and marks of every panel, once each
-    for ax in axes.flat:
-        handles |= dict(zip(*reversed(ax.get_legend_handles_labels())))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=FIGURE_TEXT["legend"])
-    _readable(fig)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    save_figure(fig, path, dpi=100)
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------
-# 23. What moves the cliff: tables and figures (notebook 09)
-# ---------------------------------------------------------------------------------------------
-
-
-def plot_stop_vs_pointer(table, path: Path | None = None, train_max: int = 16):
-    """Per task: exact match (solid) and exact match with the length given (dashed) against n, one
-    colour per encoding: the gap between them is what the stop decision costs."""
-    tasks = list(dict.fromkeys(table["task"]))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6.5 * len(tasks), 4.3), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        for enc, g in table[table["task"] == task].groupby("encoding", sort=False):
-            g = g.sort_values("n")
-            ax.plot(g["n"], 100 * g["exact_match"], color=encoding_color(enc), label=f"{label(enc)}")
-            ax.plot(g["n"], 100 * g["length_given"], color=encoding_color(enc), ls="--", lw=1)
-        ax.plot([], [], color="gray", ls="--", lw=1, label="dashed: length given")
-        ax.axvline(train_max, color="black", ls=":", lw=1, label=f"longest training n = {train_max}")
-        ax.set(
-            title=f"{task}: exact match, and with the length given (seed 0)",
-            xlabel="input length n (symbols)",
-            ylabel="exact match (%)",
-            xlim=(train_max - 4, 32),
-        )
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # lengths are integers
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
-def scaling_summary(table, test: tuple[int, int] = (17, 24), threshold: float = 0.9, train_max: int = 16):
-    """Per (task, encoding, setting) of `scaling_table` (`reach_summary`), in %: mean exact match over
-    the training lengths measured, over the `test` lengths, and the longest n up to which every
-    length keeps `threshold`; each also with the length given."""
-    keys = ["task", "encoding", "setting"]
-    return reach_summary(table, keys, train_max, (), test, threshold, ("exact_match", "length_given")).set_index(keys)
-
-
-def intervention_table(
-    interventions: Sequence[str] = tuple(INTERVENTIONS),
-    tasks: Sequence[str] = ("copy", "reverse"),
-    encodings: Sequence[str] | None = None,
-    seeds: Sequence[int] = range(3),
-    lengths: Sequence[int] = range(1, 49),
-    results_dir: str | Path = RESULTS_DIR,
-    cache_dir: Path | None = ANATOMY_DIR,
-    scaling: dict[str, Any] | None = None,
-):
-    """`failure_anatomy` at each length of every trained run of each intervention (runs without a
-    record are skipped: a partly trained sweep reports what it has), with an `intervention` column.
-    The grid's models ("none") share `failure_table`'s cache; the others have one each. With
-    `scaling` (settings of `SCALINGS`: `scaled_attention`), the models are measured under it, in
-    caches of their own."""
-    scaling = scaling or {}
-    suffix = "".join(f",{k}={v}" for k, v in sorted(scaling.items()))
-
-    def compute(model: DecoderOnlyLM, task: str):
-        with scaled_attention(model, **scaling):
-            return anatomy_rows(model, task, lengths)
-
-    encodings = encoding_names() if encodings is None else encodings
-    parts = []
-    for name in interventions:
-        folder = intervention_dir(name, results_dir)
-        run = functools.partial(intervention_run, name)
-        cache = None
-        if cache_dir is not None:
-            slug = "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
-            plain = "failures.csv" if name == "none" and not scaling else f"interventions/{slug}{suffix}.csv"
-            cache = Path(cache_dir) / plain
-        for t, e, s in itertools.product(tasks, encodings, seeds):
-            if record_path(folder, run(t, e, s)).exists():
-                rows = per_model_table(compute, [t], [e], [s], folder, cache, run)
-                parts.append(rows[rows["n"].isin(list(lengths))].assign(intervention=name))
-    if not parts:
-        raise FileNotFoundError(f"no trained runs of {list(interventions)} in {results_dir}; run the sweep first")
-    return pd.concat(parts, ignore_index=True)
-
-
-def intervention_summary(table, threshold: float = 0.9, train_max: int = 16, at: int = 32):
-    """Per (intervention, task, encoding, seed) of `intervention_table` (`reach_summary`), in %:
-    mean exact match over the training lengths, exact match at n = `at`, and the longest n up to
-    which every length keeps `threshold`; each also with the length given."""
-    keys = ["intervention", "task", "encoding", "seed"]
-    return reach_summary(table, keys, train_max, (at,), None, threshold, ("exact_match", "length_given"))
-
-
-def plot_interventions(table, path: Path | None = None, train_max: int = 16, length_given: bool = False):
-    """Exact match against n (mean over the seeds trained), one panel per (intervention, task):
-    the intervention's models solid, the same encodings' grid models dotted (and, if
-    `length_given`, the intervention's models with the length given, dashed); the longest
-    training n dash-dotted, twice that a broad grey line; n from half the training length on,
-    where the curves part. Lines at 0% at every n would hide one another: each is drawn
-    `ZERO_STEP` points below the last, and the panel names them. One legend below every panel;
-    each panel's title says its seeds."""
-    tasks = list(dict.fromkeys(table["task"]))
-    others = [i for i in dict.fromkeys(table["intervention"]) if i != "none"]
-    fig, axes = plt.subplots(
-        len(others), len(tasks), figsize=(6.5 * len(tasks), 3.6 * len(others) + 1.2), squeeze=False
-    )
-    mean = table.groupby(["intervention", "task", "encoding", "n"], sort=False)[["exact_match", "length_given"]].mean()
-    shown: list[str] = []  # the encodings drawn anywhere, in the order first drawn
-    for row, name in zip(axes, others):
-        for ax, task in zip(row, tasks):
-            mine = table[(table["intervention"] == name) & (table["task"] == task)]
-            encs = list(dict.fromkeys(mine["encoding"]))
-            zeros: list[str] = []  # the lines at 0% at every n, in the order drawn
-
-            def draw(x, y, what: str, ax: Any = ax, zeros: list[str] = zeros, **style) -> None:
-                y = 100 * np.asarray(y, dtype=float)
-                if np.all(y == 0):
-                    zeros.append(what)
-                    y = y - ZERO_STEP * len(zeros)
-                ax.plot(x, y, **style)
-
-            for enc in encs:
-                g, c = mean.loc[(name, task, enc)], encoding_color(enc)
-                shown += [enc] * (enc not in shown)
-                draw(g.index, g["exact_match"], f"{label(enc)}, exact match", color=c, lw=2, zorder=3)
-                if length_given:
-                    draw(g.index, g["length_given"], f"{label(enc)}, length given", color=c, ls="--", lw=1.4)
-                if ("none", task, enc) in mean.index:
-                    grid = mean.loc[("none", task, enc)]
-                    draw(grid.index, grid["exact_match"], f"{label(enc)}, grid model", color=c, ls=":", lw=1.8)
-            ax.axvline(train_max, color="black", ls="-.", lw=1.2)
-            ax.axvline(2 * train_max, color="0.6", lw=3, alpha=0.6)
-            seeds = mine.groupby("encoding", sort=False)["seed"].nunique()
-            said = ", ".join(f"{label(e)} {k}" for e, k in seeds.items()) if seeds.nunique() > 1 else f"{seeds.iloc[0]}"
-            if zeros:
-                ax.text(
-                    0.97,
-                    0.55,
-                    f"0% at every n, drawn {ZERO_STEP:g} points\napart below 0:\n" + "\n".join(zeros),
-                    transform=ax.transAxes,
-                    ha="right",
-                    va="center",
-                    fontsize=FIGURE_TEXT["legend"] - 1,
-                    bbox={"boxstyle": "round", "fc": "white", "ec": "0.6"},
-                )
-            bottom = -3 - ZERO_STEP * len(zeros)
-            title = f"{task}: {name} ({said} seed{'s' * (said != '1')})"
-            ax.set(title=title, xlabel="input length n (symbols)", ylabel="exact match (%)")
-            ax.set_ylim(bottom, 108)
-            ax.set_xlim(train_max / 2, int(table["n"].max()) + 1)
-    order = {e: i for i, e in enumerate(encoding_names())}
-    handles = [Line2D([], [], color=encoding_color(e), lw=2, label=label(e)) for e in sorted(shown, key=order.get)]
-    if length_given:
-        handles.append(Line2D([], [], color="gray", ls="--", lw=1.4, label="length given"))
-    handles += [
-        Line2D([], [], color="gray", ls=":", lw=1.8, label="grid model (no intervention)"),
-        Line2D([], [], color="black", ls="-.", lw=1.2, label=f"longest training n ({train_max})"),
-        Line2D([], [], color="0.6", lw=3, alpha=0.6, label=f"twice that ({2 * train_max})"),
-    ]
-    fig.legend(
-        handles=handles, loc="lower center", ncol=min(5, len(handles)), fontsize=FIGURE_TEXT["legend"], handlelength=3
-    )
-    _readable(fig)
-    rows_of_legend = math.ceil(len(handles) / 5)
-    fig.tight_layout(rect=(0, (0.3 + 0.3 * rows_of_legend) / fig.get_figheight(), 1, 1))
-    save_figure(fig, path)
-    return fig
-
-
-# ---------------------------------------------------------------------------------------------
-# 24. Scratchpads: tables, figures and claims (notebook 10)
-# ---------------------------------------------------------------------------------------------
-
-
-def scratchpad_example(task: str, components: str, n: int, seed: int = 0, options: dict[str, str] | None = None):
-    """One prompt of `task` at size n (the first of `seed`'s draws) and its target with the
-    scratchpad `components` ("none" for the task's own answer), each as its symbols."""
-    t = get_task(task, {**(options or {}), "scratchpad": components})
-    prompt, target = t.sample(n, 1, torch.Generator().manual_seed(seed))
-    text = {name: " ".join(t.decode(row[row != PAD])) for name, row in (("prompt", prompt[0]), ("target", target[0]))}
-    return pd.Series({"task": task, "format": components, "size": n, **text})
-
-
-def scratchpad_pilot_table(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
-    """The pilot's runs, in the order tried: format, layers, steps, learning rate, exact match (%)
-    in distribution (the mean over sizes, and pooled as experiment 1 pools it: `_pooled_split`)
-    and at 9, 10, 12 and 16 digits, the final training loss, copy runs, wall time."""
-    rows = []
-    for cfg in scratchpad_pilot():
-        rec = record_of(results_dir, cfg)
-        em = rec["exact_match"] if rec else {}
-        row = {"format": cfg.task_options["scratchpad"], "layers": cfg.model.n_layers, "steps": cfg.steps, "lr": cfg.lr}
-        row["in distribution (%)"] = 100 * rec["in_distribution_mean"] if rec else float("nan")
-        row["pooled (%)"] = 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0] if rec else float("nan")
-        row |= {f"{n} digits (%)": 100 * em[str(n)] if rec else float("nan") for n in (9, 10, 12, 16)}
-        row["final loss"] = rec["loss_curve"]["mean_loss"][-1] if rec else float("nan")
-        row["copy runs"] = run_compute_flops(cfg, sample_steps=20) / copy_run
-        row["wall (min)"] = rec["wall_time_s"] / 60 if rec else float("nan")
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-# Experiment 3: addition, NoPE, seed 0, from the step outputs one component added at a time.
-def scratchpad_format_table(
-    results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, learned_bar: float = 0.9
-):
-    """Addition, NoPE, seed 0, per format ("none", "o", then `SCRATCHPAD_COMPONENTS`): whether
-    trained, exact match (%) in distribution and out of it (pooled as in `scratchpad_effect`), the
-    out-of-distribution difference from "o" with its standard error, and whether that difference
-    exceeds two of them (the format matters)."""
-    formats = ["none", "o", *SCRATCHPAD_COMPONENTS]
-    cfgs = {f: scratchpad_run("addition", f) for f in formats}
-    dirs = {f: control_dir if f == "none" else results_dir for f in formats}
-    recs = {f: read_record(p) if (p := record_path(Path(dirs[f]), c)).exists() else None for f, c in cfgs.items()}
-    pooled = {f: _pooled_split(cfgs["o"], r, cfgs[f].eval_per_length) for f, r in recs.items() if r is not None}
-    rows = []
-    for f in formats:
-        row: dict[str, Any] = {"format": f, "trained": f in pooled}
-        if f in pooled:
-            ind, ood, var = pooled[f]
-            row |= {"in distribution (%)": 100 * ind, "OOD (%)": 100 * ood}
-            row["learned"] = ind >= learned_bar
-            if f not in ("o", "none") and "o" in pooled:
-                row["OOD vs o (points)"] = 100 * (ood - pooled["o"][1])
-                row["standard error (points)"] = 100 * math.sqrt(var + pooled["o"][2])
-                row["differs from o"] = abs(row["OOD vs o (points)"]) > 2 * row["standard error (points)"]
-        rows.append(row)
-    columns = ["format", "trained", "in distribution (%)", "OOD (%)", "learned", "OOD vs o (points)"]
-    return (
-        pd.DataFrame(rows).reindex(columns=columns + ["standard error (points)", "differs from o"]).set_index("format")
-    )
-
-
-def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PAPER_ENCODINGS):
-    """The paper's three scratchpad claims, each judged from the tables above it ("holds here",
-    "does not hold here", "not distinguishable here", or "not trained yet"), with the numbers
-    that decide it. `pairs`: `rate_pair_table` rows of one learning rate or more (the first claim
-    is judged on the paper's five encodings by `claim_every_encoding`, each seed once: its
-    compared rates averaged by `compared_by_seed`); `task_effect`: `scratchpad_task_effect`;
-    `formats`: `scratchpad_format_table`, whose one-seed differences are set against how far the
-    learned step-output runs' seeds of one encoding lie apart at one rate."""
-    rows = []
-    # 1. Addition, every encoding: pairs where both arms learned, judged from their seeds.
-    trained = pairs[(pairs["status"] != "not trained yet") & pairs["encoding"].isin(encodings)]
-    if trained.empty:
-        here, why = "not trained yet", "no pair trained"
-    else:
-        here, why = claim_every_encoding(compared_by_seed(pairs), encodings)
-        rates = ", ".join(f"{lr:g}" for lr in pairs["learning rate"].unique())
-        why = f"at lr {rates}, each seed once: " + why.replace("pairs compared", "seeds compared")
-    rows.append({"claim": "a scratchpad helps addition, for every encoding", "here": here, "numbers": why})
-    # 2. Not on the other tasks: only runs learned with and without the scratchpad are ranked.
-    ranked = task_effect[task_effect["verdict"].isin(["helps", "no measurable gain", "hurts"])]
-    helped = ranked[ranked["verdict"] == "helps"]
-    trained = task_effect[task_effect["verdict"] != "not trained yet"]
-    if ranked.empty:
-        here = "not trained yet" if trained.empty else "not distinguishable here"
-    else:
-        here = "does not hold here" if len(helped) else "holds here"
-    name = lambda r: f"{r['task']} {r['format']} {label(r['encoding'])}"  # noqa: E731
-    why = f"{len(trained)} of {len(task_effect)} runs trained, {len(ranked)} learned with and without it (at least 90%)"
-    why += f"; helps: {', '.join(name(r) for _, r in helped.iterrows())}" if len(helped) else "; helps none"
-    if ranked["seed"].nunique() == 1 and here in ("holds here", "does not hold here"):
-        here += " (one seed: a hypothesis)"
-    rows.append({"claim": "not on the other tasks (seed 0)", "here": here, "numbers": why})
-    # 3. The format matters: one seed per format, set against the spread of seeds of one format.
-    added = formats.drop(index=["none", "o"])
-    compared = added[added["OOD vs o (points)"].notna()]
-    learned = pairs[pairs["status"].isin(["compared", "control not learned"])]
-    by = learned.groupby(["learning rate", "encoding"])
-    spreads = by["OOD with (%)"].agg(lambda v: v.max() - v.min())[by.size() > 1]
-    if compared.empty:
-        here = "not trained yet"
-    elif spreads.empty:
-        here = "not distinguishable here"
-    else:
-        here = (
-            "holds here" if (compared["OOD vs o (points)"].abs() > spreads.max()).any() else "not distinguishable here"
-        )
-    why = "; ".join(f"{f}: {r['OOD vs o (points)']:+.1f} points against o (one seed)" for f, r in compared.iterrows())
-    why = why or f"{len(added)} formats planned, none trained"
-    if here == "holds here":
-        here += " (one seed a format: a hypothesis)"
-    if len(spreads):
-        apart = ", ".join(f"{label(e)} {v:.1f} at {lr:g}" for (lr, e), v in spreads.items())
-        why += f"; o's learned seeds of one encoding at one rate lie apart by (points): {apart}"
-    rows.append({"claim": "its format matters (NoPE, seed 0)", "here": here, "numbers": why})
-    return pd.DataFrame(rows).set_index("claim")
-
-
-def rate_pair_table(
-    rates: Sequence[float] | None = None,
-    results_dir: str | Path = SCRATCHPAD_DIR,
-    control_dir: str | Path = RESULTS_DIR,
-    learned_bar: float = 0.9,
-):
-    """One row per pair of experiment 1 at each rate, trained or not: learning rate, the
-    `_effect_row` columns (in distribution and out of it, with and without the step outputs) and
-    the pair's status (`pair_status`, or "not trained yet")."""
-    rows = []
-    for lr in rates or scratchpad_rates():
-        for cfg, control, rec, ctl in rate_pairs(lr, results_dir, control_dir):
-            head = {"learning rate": lr}
-            if rec is None or ctl is None:
-                rows.append(head | {"encoding": cfg.encoding, "seed": cfg.seed, "status": "not trained yet"})
-                continue
-            row = head | _effect_row(cfg, control, rec, ctl, learned_bar)
-            rows.append(row | {"status": pair_status(row)})
-    columns = ["learning rate", *EFFECT_COLUMNS[:-2], "status"]
-    return pd.DataFrame(rows).reindex(columns=columns)
-
-
-def claim_every_encoding(pairs, encodings: Sequence[str] = PAPER_ENCODINGS, alpha: float = SCRATCHPAD_ALPHA):
-    """The paper's claim that the step outputs help addition for every encoding, judged on the
-    compared pairs of `encodings` at one learning rate (`rate_pair_table` rows): "holds here" where
-    every encoding has a compared pair, each encoding's compared differences are all above 0, and
-    the exact sign-flip test over every compared pair gives p at most `alpha`; "does not hold here"
-    where an encoding's two or more compared pairs are all at or below 0, or the test in the other
-    direction gives p at most `alpha`; else "not distinguishable here". Returns (verdict, numbers)."""
-    compared = pairs[(pairs["status"] == "compared") & pairs["encoding"].isin(encodings)]
-    d = compared["OOD difference (points)"].to_numpy()
-    if not len(d):
-        return "not distinguishable here", "no pair compared"
-    p_up, p_down = sign_flip_p(d), sign_flip_p(-d)
-    per = {e: compared.loc[compared["encoding"] == e, "OOD difference (points)"] for e in encodings}
-    every = all(len(v) and (v > 0).all() for v in per.values())
-    against = [label(e) for e, v in per.items() if len(v) >= 2 and (v <= 0).all()]
-    numbers = (
-        f"{len(d)} pairs compared, {int((d > 0).sum())} above 0; sign-flip p {p_up:.3f} (helps), {p_down:.3f} (hurts)"
-    )
-    numbers += f"; all at or below 0: {', '.join(against)}" if against else ""
-    missing = [label(e) for e, v in per.items() if not len(v)]
-    numbers += f"; no pair compared: {', '.join(missing)}" if missing else ""
-    if every and p_up <= alpha:
-        return "holds here", numbers
-    if against or p_down <= alpha:
-        return "does not hold here", numbers
-    return "not distinguishable here", numbers
-
-
-def arm_settings_table(arms: Sequence[tuple[str, str, int]], exit_level: float = 0.05):
-    """Per arm of experiment 1 (`arms`: (components, encoding, seed), "o" or "none"), its
-    in-distribution exact match (%, pooled as the paper pools its test examples) under every
-    setting tried (`arm_settings`; blank where not trained), and on the pre-norm model at 10,000
-    steps the first step at which its training loss falls below `exit_level` per target token
-    (blank where it never does) and its loss at the end."""
-    rows = []
-    for components, encoding, seed in arms:
-        row: dict[str, Any] = {"arm": "step outputs" if components == "o" else "answer alone"}
-        row |= {"encoding": label(encoding), "seed": seed}
-        for name, (cfg, folder) in arm_settings(components, encoding, seed).items():
-            path = record_path(folder, cfg)
-            rec = read_record(path) if path.exists() else None
-            row[f"{name} (%)"] = 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0] if rec else float("nan")
-            if name == f"pre-norm, lr {scratchpad_rates()[0]:g}":
-                curve = rec["loss_curve"] if rec else {"every": 1, "mean_loss": []}
-                below = [(i + 1) * curve["every"] for i, v in enumerate(curve["mean_loss"]) if v < exit_level]
-                row["pre-norm: loss under 0.05 from step"] = below[0] if below else float("nan")
-                row["pre-norm: final loss"] = curve["mean_loss"][-1] if curve["mean_loss"] else float("nan")
-        rows.append(row)
-    table = pd.DataFrame(rows).set_index(["arm", "encoding", "seed"])
-    return table.astype({"pre-norm: loss under 0.05 from step": "Int64"})
-
-
-def plot_rate_curves(curves, path: Path | None = None):
-    """Experiment 1's training losses (`rate_loss_curves`): one panel per arm, one line per
-    learning rate, the median over the runs trained (their number in the legend) and a band from
-    the lowest to the highest run, on a log axis."""
-    arms = ["answer alone", "step outputs"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
-    for ax, arm in zip(axes, arms):
-        for i, (lr, g) in enumerate(curves[curves["arm"] == arm].groupby("learning rate", sort=True)):
-            wide = g.pivot_table(index="step", columns=["encoding", "seed"], values="loss")
-            color = ordinal_color(i)
-            ax.plot(wide.index, wide.median(axis=1), color=color, lw=2, label=f"lr {lr:g} ({wide.shape[1]} runs)")
-            ax.fill_between(wide.index, wide.min(axis=1), wide.max(axis=1), color=color, alpha=0.15, lw=0)
-        ax.set_yscale("log")
-        ax.set(title=f"{arm}: training loss", xlabel="training step", ylabel="loss per target token (log)")
-        ax.legend(title="median; band: lowest to highest run", fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
-
-
-def plot_scratchpad_lengths(curves, paper_nope: float | None = None, path: Path | None = None, train_max: int = 8):
-    """Exact match against digits, one panel per encoding: with the step outputs (solid) and
-    without (dashed), each the mean of the seeds trained (their number in the legend below);
-    `paper_nope`, the paper's NoPE without a scratchpad, as one mark at its mean over the test
-    sizes with a bar over the sizes it averages, in NoPE's panel."""
-    encodings = [e for e in encoding_names() if e in set(curves["encoding"])]
-    cols = min(3, len(encodings))
-    rows = math.ceil(len(encodings) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows + 0.9), sharey=True, squeeze=False)
-    top = int(curves["n"].max())
-    seeds: dict[str, int] = {}
-    for ax, enc in zip(axes.flat, encodings):
-        for name, style in (("o", "-"), ("none", "--")):
-            g = curves[(curves["encoding"] == enc) & (curves["scratchpad"] == name)]
-            if len(g):
-                seeds[name] = max(seeds.get(name, 0), g["seed"].nunique())
-                m = g.groupby("n")["exact_match"].mean()
-                ax.plot(m.index, 100 * m, style, color=encoding_color(enc), lw=1.8)
-        if enc == "nope" and paper_nope is not None:
-            middle, half = (train_max + 1 + 2 * train_max) / 2, (train_max - 1) / 2
-            ax.errorbar(middle, 100 * paper_nope, xerr=half, fmt="D", color="black", ms=5, capsize=3)
-        ax.axvline(train_max, color="gray", ls=":", lw=1, label=f"longest training size ({train_max} digits)")
-        ax.set(title=label(enc), ylim=(-3, 105), xticks=range(2, top + 1, 2))
-    for ax in axes.flat[len(encodings) :]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("exact match (%)")
-    for ax in axes[-1]:
-        ax.set_xlabel("digits (the longer operand)")
-    n = " / ".join(str(v) for v in dict.fromkeys(seeds.values()))
-    handles = [
-        Line2D([], [], color="black", lw=1.8, label="with the step outputs"),
-        Line2D([], [], color="black", lw=1.8, ls="--", label="the answer alone"),
-    ]
-    if paper_nope is not None and "nope" in encodings:
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="black",
-                marker="D",
-                ls="",
-                label=f"the paper's NoPE, answer alone: its mean over {train_max + 1}-{2 * train_max}",
-            )
-        )
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=9)
-    fig.suptitle(f"Addition with and without the step outputs: exact match against size (mean of {n} seeds)")
-    fig.tight_layout(rect=(0, 0.4 / fig.get_figheight(), 1, 1))
-    save_figure(fig, path)
-    return fig
-
-
-def other_scoring_verdicts(
-    scoring, scoring_exp1, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR
-):
-    """Experiments 2 and 3's verdicts under three readings of the generations (`OTHER_READINGS`):
-    the records' (ours: up to one token past the longest target), ours with the room
-    `scoring_comparison` gives (twice that), and the paper's parser on those same generations.
-    The same functions (`scratchpad_task_effect`, `scratchpad_format_table`) judge copies of the
-    records whose exact match is each reading's (`other_scoring_table`; experiment 3's reference,
-    the step outputs alone, from experiment 1's `scoring_table`); the controls are read as
-    recorded. One row per trained run; a run a reading makes unranked (not learned) differs.
-    "parser differs" compares the two readings of the same generations, "differs from the
-    records" the paper's reading with ours as recorded."""
-    results_dir = Path(results_dir)
-    reference = scratchpad_run("addition", "o")
-    tasks, formats = {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, (reading, column) in enumerate(OTHER_READINGS.items()):
-            folder = results_dir if column is None else Path(tmp) / str(i)
-            if column is not None:
-                cfgs = [*scratchpad_tasks(), *scratchpad_components()]
-                _records_read_as(scoring, column, cfgs, results_dir, folder, lambda c: c.make_task().key)
-                _records_read_as(scoring_exp1, column, [reference], results_dir, folder, lambda c: c.task)
-            tasks[reading] = scratchpad_task_effect(folder, control_dir).set_index(
-                ["task", "format", "encoding", "seed"]
-            )
-            formats[reading] = scratchpad_format_table(folder, control_dir)
-    recorded = next(iter(OTHER_READINGS))
-    rows = []
-    for (t, f, e, s), v in tasks[recorded]["verdict"].items():
-        if v != "not trained yet":
-            row = {"experiment": 2, "run": f"{t} {f} {label(e)} s{s}"}
-            rows.append(row | {r: tasks[r].loc[(t, f, e, s), "verdict"] for r in OTHER_READINGS})
-    for f in SCRATCHPAD_COMPONENTS:
-        if formats[recorded].loc[f, "trained"]:
-            words = {r: "differs from o" if t.loc[f, "differs from o"] else "same as o" for r, t in formats.items()}
-            rows.append({"experiment": 3, "run": f"addition {f} NoPE s0"} | words)
-    table = pd.DataFrame(rows)
-    ours, room, paper = (table[r] for r in OTHER_READINGS)
-    return table.assign(**{"parser differs": room != paper, "differs from the records": ours != paper})
-
-
-def scoring_verdicts(
-    scoring, results_dir: str | Path = SCRATCHPAD_DIR, control_dir: str | Path = RESULTS_DIR, train_max: int = 8
-):
-    """Per run in `scoring` (`scoring_table`): its out-of-distribution exact match (%) by our
-    scoring and by the paper's parser, pooled as in `scratchpad_effect`, and the verdict "helps" by
-    each against the control (the same rule: more than two standard errors above it), and whether
-    the two verdicts differ."""
-    rows = []
-    for cfg, _, _, ctl in scratchpad_pairs(results_dir, control_dir):
-        mine = scoring[(scoring["encoding"] == cfg.encoding) & (scoring["seed"] == cfg.seed)]
-        if ctl is None or not len(mine):
-            continue
-        sizes = sorted(int(n) for n in mine["n"] if n > train_max)
-        weights, per = cfg.make_task().size_weights(sizes), cfg.eval_per_length
-        q, q_var = _pooled(ctl["exact_match"], sizes, weights, per)
-        row: dict[str, Any] = {"encoding": label(cfg.encoding), "seed": cfg.seed}
-        verdicts = []
-        for name in ("ours", "paper's parser"):
-            p, p_var = _pooled(dict(zip(mine["n"].astype(str), mine[name])), sizes, weights, per)
-            row[f"OOD, {name} (%)"] = 100 * p
-            verdicts.append(bool(p - q > 2 * math.sqrt(p_var + q_var)))
-        row |= {"helps, ours": verdicts[0], "helps, paper's parser": verdicts[1]}
-        rows.append(row | {"verdict differs": verdicts[0] != verdicts[1]})
-    return pd.DataFrame(rows)
-
-
-# ---------------------------------------------------------------------------------------------
-# 25. Addition that generalizes: tables, figures and the goal (notebook 11)
-# ---------------------------------------------------------------------------------------------
-
-
+# What notebook 11 shows: tables, figures and verdicts.
 def addition_table(copy_run: float, results_dir: str | Path = ADDITION_DIR):
     """One row per addition run: its ingredients, exact match (%) in distribution (1-8 digits)
     and at 9, 12, 16, 32, 64 and 128 digits (256 sums each; NaN where a run was not scored so
@@ -9730,7 +9999,7 @@ def addition_view(rows, costs: bool = False, name_best: bool = True):
         if r["stage"] == "ablation" and key in words:
             return words[key]
         rest = " + ".join(p for p in r["arm"].split(" + ") if p not in shared)
-        named = arm_legend(rest, r["encoding"], r["settings"]) if rest else label(r["encoding"])
+        named = arm_legend(rest, r["encoding"], r["settings"]) if rest else encoding_title(r["encoding"])
         if not rest and r["settings"]:
             named += f" ({arm_legend('', r['encoding'], r['settings']).split(' (', 1)[1]}"
         return named + (f", seed {r['seed']}" if r["seed"] else "")
@@ -10269,7 +10538,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
         ax_pilot: "(a) The pilot's arms that learned in distribution" + (f": {shared_words}" if shared_words else ""),
         ax_grid: "(b) The ten-task grid's addition: the paper's format (mean of its seeds)",
         ax_enc: "(c) Ablation, seed 0: the same recipe, another encoding",
-        ax_ingredient: f"(d) Ablation, seed 0: {label(enc)}, one ingredient changed",
+        ax_ingredient: f"(d) Ablation, seed 0: {encoding_title(enc)}, one ingredient changed",
     }
     for ax, title in titles.items():
         ax.set(title=title, xlabel="digits per operand", ylabel="exact match (%)", xscale="log", ylim=(-3, 108))
@@ -10283,7 +10552,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
     # (b) and (c) draw encodings only: their colours are named once, below, with what every panel shares
     for e in [e for e in encoding_names() if e in drawn_encodings]:
         shared.append(Line2D([], [], color=encoding_color(e), lw=1.6))
-        shared_labels.append(f"{label(e)} (dashed in (b))")
+        shared_labels.append(f"{encoding_title(e)} (dashed in (b))")
     fig.legend(shared, shared_labels, loc="lower center", ncol=4, fontsize=10)
     fig.tight_layout(rect=(0, 0.95 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
@@ -10312,267 +10581,49 @@ def plot_column_attention(table, n: int, path: Path | None = None):
     return fig
 
 
-# ---------------------------------------------------------------------------------------------
-# 26. Benchmarks: training throughput (notebook 03) and the decoding caches (notebook 06)
-# ---------------------------------------------------------------------------------------------
-
-
-BENCH_DIR = RESULTS_DIR / "benchmarks"
-
-
-def matmul_flops_per_s(n: int = 1024, repeats: int = 5) -> float:
-    """This machine's single-thread fp32 FLOP/s on a large square matmul (the practical peak)."""
-    with torch_threads(1):
-        a, b = torch.randn(n, n), torch.randn(n, n)
-        a @ b
-        return 2 * n**3 / _median_time(lambda: a @ b, repeats)
-
-
-def _hf_gpt2(cfg: ModelConfig, vocab_size: int = VOCAB_SIZE, eos: bool = True):
-    """GPT2LMHeadModel with our dimensions; without an end token (eos=False), `generate` never stops early."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    conf = GPT2Config(
-        vocab_size=vocab_size,
-        n_positions=cfg.max_positions,
-        n_embd=cfg.d_model,
-        n_layer=cfg.n_layers,
-        n_head=cfg.n_heads,
-        n_inner=cfg.d_ff,
-        activation_function="relu",
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-        bos_token_id=BOS,
-        eos_token_id=EOS if eos else None,
-        pad_token_id=PAD,
-    )
-    return GPT2LMHeadModel(conf)
-
-
-def bench_training(steps: int = 20, repeats: int = 5, seed: int = 0) -> dict[str, Any]:
-    """Our training step against Hugging Face's GPT2LMHeadModel with the same dimensions, on the
-    same sequences, one thread, timed in alternation so both see the same machine load.
-
-    Ours runs with learned absolute positions and pre-LN, the closest match to GPT-2. Three
-    variants: ours on packed rows (how the study trains), ours and GPT-2 on padded rows.
-    """
-    with torch_threads(1):
-        mcfg = ModelConfig(encoding="learned", pre_norm=True)
-        run = make_run("reverse", "learned", seed, pre_norm=True)
-        task = get_task("reverse")
-        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
-        packed = [training_batch(task, run, g1, packed=True) for _ in range(steps)]
-        padded = [training_batch(task, run, g2, packed=False) for _ in range(steps)]
-        torch.manual_seed(seed)
-        ours, hf = DecoderOnlyLM(mcfg), _hf_gpt2(mcfg)
-        opt_ours, opt_hf = make_optimizer(ours, run), make_optimizer(hf, run)  # the same optimizer for both
-
-        def step(model, opt, loss_fn, batch):
-            loss = loss_fn(model, batch)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-
-        def hf_loss(model, b: Batch) -> Tensor:
-            labels = b.tokens.clone()
-            labels[:, 1:][~b.loss_mask] = -100
-            labels[:, 0] = -100
-            return model(input_ids=b.tokens, attention_mask=(b.segments >= 0).long(), labels=labels).loss
-
-        variants = {
-            "ours, packed rows": lambda: [step(ours, opt_ours, batch_loss, b) for b in packed],
-            "ours, padded rows": lambda: [step(ours, opt_ours, batch_loss, b) for b in padded],
-            "GPT2LMHeadModel, padded rows": lambda: [step(hf, opt_hf, hf_loss, b) for b in padded],
-        }
-        for fn in variants.values():
-            fn()  # warm-up
-        times: dict[str, list[float]] = {k: [] for k in variants}
-        for _ in range(repeats):
-            for k, fn in variants.items():
-                t0 = time.perf_counter()
-                fn()
-                times[k].append((time.perf_counter() - t0) / steps)
-        ms = {k: 1000 * float(np.median(v)) for k, v in times.items()}
-        useful = float(np.mean([training_step_flops(b, mcfg) for b in packed]))
-        peak = matmul_flops_per_s()
-    return {
-        "what": "median ms per training step, batch 64, n uniform in 1..16, one thread",
-        "steps_per_repeat": steps,
-        "repeats": repeats,
-        "ms_per_step": ms,
-        "parameters": {"ours": ours.num_parameters(), "GPT2LMHeadModel": sum(p.numel() for p in hf.parameters())},
-        "speedup_vs_gpt2_same_padded_batches": ms["GPT2LMHeadModel, padded rows"] / ms["ours, padded rows"],
-        "speedup_vs_gpt2_as_trained": ms["GPT2LMHeadModel, padded rows"] / ms["ours, packed rows"],
-        "packing_speedup": ms["ours, padded rows"] / ms["ours, packed rows"],
-        "useful_gflop_per_step": useful / 1e9,
-        "achieved_gflop_per_s": useful / (ms["ours, packed rows"] / 1000) / 1e9,
-        "matmul_peak_gflop_per_s": peak / 1e9,
-        "fraction_of_matmul_peak": useful / (ms["ours, packed rows"] / 1000) / peak,
-        "versions": library_versions() | {"transformers": __import__("transformers").__version__},
-    }
-
-
-KV_METHODS = ("ours, input cache", "ours, KV cache", "ours, uncached", "GPT-2, cached", "GPT-2, uncached")
-
-
-def bench_kv_cache(
-    batches: Sequence[int] = (1, 64),
-    new_tokens: Sequence[int] = (32, 64, 128),
-    prompt_len: int = 16,
-    repeats: int = 5,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """Greedy generation time: ours with each cache (`new_cache`) and without, and Hugging Face's
-    GPT2LMHeadModel.generate with and without its cache, same dimensions, one thread.
-
-    Ours uses learned absolute positions and pre-LN, GPT-2's own choices. Both decode greedily for
-    exactly the number of new tokens asked (GPT-2 is built without an end token, so nothing stops
-    it early and no logits processor runs). Each configuration is timed `repeats` times in
-    alternation across the methods; the median is reported.
-    """
-    from transformers import GenerationConfig
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    with torch_threads(1):
-        torch.manual_seed(seed)
-        mcfg = ModelConfig(encoding="learned", pre_norm=True, max_positions=prompt_len + max(new_tokens))
-        ours, hf = DecoderOnlyLM(mcfg).eval(), _hf_gpt2(mcfg, eos=False).eval()
-
-        def hf_generate(prompt: Tensor, n: int, use_cache: bool) -> Tensor:
-            gen = GenerationConfig(max_new_tokens=n, do_sample=False, use_cache=use_cache, pad_token_id=PAD)
-            with torch.no_grad():
-                return hf.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=gen)
-
-        methods = dict(
-            zip(
-                KV_METHODS,
-                (
-                    lambda p, n: generate(ours, p, n, cache_kind="inputs"),
-                    lambda p, n: generate(ours, p, n, cache_kind="kv"),
-                    lambda p, n: generate(ours, p, n, use_cache=False),
-                    lambda p, n: hf_generate(p, n, True),
-                    lambda p, n: hf_generate(p, n, False),
-                ),
-            )
-        )
-        rows = []
-        for b in batches:
-            prompt = torch.randint(N_SPECIAL, VOCAB_SIZE, (b, prompt_len), generator=torch.Generator().manual_seed(b))
-            for n in new_tokens:
-                times: dict[str, list[float]] = {k: [] for k in methods}
-                for fn in methods.values():
-                    fn(prompt, 4)  # warm-up
-                for _ in range(repeats):
-                    for k, fn in methods.items():
-                        t0 = time.perf_counter()
-                        out = fn(prompt, n)
-                        times[k].append(time.perf_counter() - t0)
-                        if out.shape != (b, prompt_len + n):
-                            raise RuntimeError(f"{k} returned {tuple(out.shape)}, expected {(b, prompt_len + n)}")
-                rows.append(
-                    {
-                        "batch": b,
-                        "new_tokens": n,
-                        **{k: float(np.median(v)) for k, v in times.items()},
-                        "repeat_seconds": times,
-                    }
-                )  # round i of every method ran back to back
-        cache_bytes = {kind: new_cache(ours, 64, prompt_len + 128, kind).nbytes for kind in CACHE_KINDS}
-    return {
-        "what": f"median seconds of greedy generation after a {prompt_len}-token prompt, one thread",
-        "repeats": repeats,
-        "rows": rows,
-        "cache_bytes_batch64_144_positions": cache_bytes,
-        "versions": library_versions() | {"transformers": __import__("transformers").__version__},
-    }
-
-
-def bench_kv_runs(runs: int = 3, repeats: int = 5) -> dict[str, Any]:
-    """`bench_kv_cache` `runs` times, each in a fresh Python process, one after another.
-
-    On a shared machine a whole run can be fast or slow (neighbours, where the process's memory
-    lands), which the repeats inside one run cannot show; the ratios are computed within each
-    run, side by side, and then summarised across runs (`kv_summary`)."""
-    if runs == 1:
-        return {"runs": [bench_kv_cache(repeats=repeats)]}
-    out = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in range(runs):
-            path = Path(tmp) / f"run{i}.json"
-            cmd = [
-                sys.executable,
-                "-m",
-                "lengen_helpers",
-                "bench-kv",
-                "--runs",
-                "1",
-                "--repeats",
-                str(repeats),
-                "--out",
-                str(path),
-            ]
-            subprocess.run(cmd, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
-            out += json.loads(path.read_text())["runs"]
-    return {"runs": out}
-
-
-def kv_ratios(run: dict[str, Any]):
-    """One run of the benchmark as a table (seconds) with the speed-ups the targets are stated in."""
-    df = pd.DataFrame([{k: v for k, v in r.items() if k != "repeat_seconds"} for r in run["rows"]])
-    df = df.set_index(["batch", "new_tokens"])
-    for cache in ("input cache", "KV cache"):
-        df[f"uncached / {cache}"] = df["ours, uncached"] / df[f"ours, {cache}"]
-        df[f"GPT-2 cached / {cache}"] = df["GPT-2, cached"] / df[f"ours, {cache}"]
-    return df
-
-
-def kv_summary(result: dict[str, Any], stat: str = "median"):
-    """Every column of `kv_ratios` across the runs of `bench_kv_runs`: "median", "min" or "max"
-    of the per-run values (each ratio is taken within its run first)."""
-    per_run = pd.concat([kv_ratios(run) for run in result["runs"]], keys=range(len(result["runs"])), names=["run"])
-    return per_run.groupby(level=["batch", "new_tokens"]).agg(stat)
-
-
-def kv_ratio_range(result: dict[str, Any]):
-    """Each speed-up of `kv_ratios` as "least to greatest" over the runs of `bench_kv_runs`."""
-    least, greatest = kv_summary(result, "min"), kv_summary(result, "max")
-    ratios = [c for c in least.columns if " / " in c]
-    return least[ratios].map("{:.2f}".format) + " to " + greatest[ratios].map("{:.2f}".format)
-
-
-def plot_kv_benchmark(result: dict[str, Any], path: Path | None = None):
-    df = kv_summary(result).reset_index()
-    batches = list(dict.fromkeys(df["batch"]))
-    fig, axes = plt.subplots(1, len(batches), figsize=(6 * len(batches), 4), squeeze=False)
-    # methods, not encodings: ours black and gray, GPT-2 cyan, none an encoding's colour
-    styles = dict(zip(KV_METHODS, (("black", "-"), ("C7", "-"), ("black", "--"), ("C9", "-"), ("C9", "--"))))
-    for ax, b in zip(axes[0], batches):
-        g = df[df["batch"] == b]
-        for k, (color, ls) in styles.items():
-            ax.plot(g["new_tokens"], g[k], color=color, ls=ls, marker="o", label=k)
-        ax.set(
-            title=f"batch {b}: greedy generation time",
-            xlabel="new tokens (after a 16-token prompt)",
-            ylabel=f"seconds (median over {len(result['runs'])} runs, one thread)",
-            yscale="log",
-            xscale="log",
-        )
-        ax.set_xticks(list(g["new_tokens"]), [str(x) for x in g["new_tokens"]])
-        ax.tick_params(axis="x", which="minor", labelbottom=False)  # only the measured token counts
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return fig
+def addition_beside_cited(
+    goal: pd.DataFrame,
+    goal_structured: pd.DataFrame,
+    verdicts: Mapping[str, tuple[str, ExactnessVerdict]],
+    far: pd.DataFrame,
+) -> pd.DataFrame:
+    """The cited works' addition results (`cited_addition`) with this study's rows beneath, each at
+    its longest size and as each is scored: the worst seed of the places-and-window runs at 64
+    digits (`addition_goal`), of the structured sums at 128 (`structured_goal`), of each
+    configuration in `verdicts` ({row: (method, verdict)}) at 256, and of the window of 1 place
+    scored with more places (`far`, `far_study`'s scores) at 1,000 and 2,000; a row only where
+    every seed is trained. "ratio": the test size over the longest training size."""
+    columns = ["method", "train_digits", "test_digits", "exact_match", "bound", "model", "tested_on"]
+    cited = cited_addition()[columns].astype({"exact_match": float})
+    m = exact_run(0).model
+    shape = f"{m.n_layers} layers, {m.n_heads} heads, d {m.d_model}"
+    if goal["trained"].all():
+        at64 = [read_record(record_path(ADDITION_DIR, c))["exact_match"]["64"] for c in addition_study()[:3]]
+        cited.loc["this study"] = ["places + a window over places, RoPE", "1-8", 64, round(100 * min(at64), 1),
+                                   "worst of 3 seeds", shape, "256 random sums"]  # fmt: skip
+    if goal_structured["trained"].all():
+        cited.loc["this study, structured sums"] = [
+            "the same, + above the top digit, operands in runs", "1-8", 128,
+            round(goal_structured["128 digits: lowest (%)"].min(), 1), "worst of 3 seeds", shape,
+            f"256 sums of each of {1 + len(TEN_FAMILIES)} kinds",
+        ]  # fmt: skip
+    for row, (method, verdict) in verdicts.items():
+        if verdict.all_trained:
+            cited.loc[f"this study, {row}"] = [method, "1-8", 256, round(verdict.lowest(256), 1), "worst of 3 seeds",
+                                               shape, f"256 sums of each of {1 + len(SUM_FAMILIES)} kinds"]  # fmt: skip
+    lowest = far.groupby("n")["exact_match"].min()
+    for n in (1000, 2000):
+        cited.loc[f"this study, window of 1, {n:,} digits"] = [
+            "the same, scored with more places", "1-8", n, round(100 * lowest[n], 1), "worst of 3 seeds", shape,
+            f"{FAR_COUNT} sums of each of {len(FAR_DRAWS[n])} kinds, room for {FAR_PLACES:,} places",
+        ]  # fmt: skip
+    cited["ratio"] = (cited["test_digits"] / cited["train_digits"].str.split("-").str[1].astype(int)).round(2)
+    return cited
 
 
 # ---------------------------------------------------------------------------------------------
-# 27. Command line
+# 19. Command line
 # ---------------------------------------------------------------------------------------------
-
-
 def _int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer >= low, or argparse's one-line error."""
 

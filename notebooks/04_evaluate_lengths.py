@@ -131,7 +131,7 @@ print(f"{inside.sum()} of {len(inside)} seeds within the baseline's spread (>= {
 L.paper_comparison(df)
 
 # %%
-names = lambda encs: " > ".join(L.label(e) for e in encs)  # noqa: E731
+names = lambda encs: " > ".join(L.encoding_title(e) for e in encs)  # noqa: E731
 for what, order in L.paper_rankings().items():
     print(f"paper, {what:16s} {names(order)}")
 for task in ("copy", "reverse"):
@@ -152,7 +152,7 @@ for task in ("copy", "reverse"):
 
 # %%
 schemes = {"seeds": L.mrr_units(df, "seed"), "columns": L.mrr_units(df, "column")}
-pd.concat({k: L.bootstrap_summary(u).rename(index=L.label) for k, u in schemes.items()}, axis=1).round(3)
+pd.concat({k: L.bootstrap_summary(u).rename(index=L.encoding_title) for k, u in schemes.items()}, axis=1).round(3)
 
 # %% [markdown]
 # A ranking between neighbours is stated as a finding only where it holds in at least 90% of the
@@ -166,7 +166,8 @@ print("\n".join(L.ranking_claims(schemes)))
 # the column's, under each scheme.
 
 # %%
-L.with_blanks(pd.concat({k: L.pairwise_above(L.bootstrap_means(u), u.columns).rename(index=L.label, columns=L.label)
+titled = dict(index=L.encoding_title, columns=L.encoding_title)
+L.with_blanks(pd.concat({k: L.pairwise_above(L.bootstrap_means(u), u.columns).rename(**titled)
                          for k, u in schemes.items()}, axis=0).round(2), decimals=2)
 
 # %%
@@ -248,7 +249,7 @@ mean, std = by_model.mean(numeric_only=True), by_model.std(ddof=0, numeric_only=
 for task in ("copy", "reverse"):
     for n in (17, 18):
         best = mean.loc[task, f"n = {n}"].idxmax()
-        print(f"{task}, n = {n}: best {L.label(best)} {mean.loc[(task, best), f'n = {n}']:.1f} "
+        print(f"{task}, n = {n}: best {L.encoding_title(best)} {mean.loc[(task, best), f'n = {n}']:.1f} "
               f"± {std.loc[(task, best), f'n = {n}']:.1f}%")
 zero_at = df[df["exact_match"] > 0].groupby(["task", "encoding", "seed"])["n"].max().max() + 1
 print(f"every run scores 0% from n = {zero_at} on")

@@ -45,14 +45,14 @@ scores = L.pointer_score_table()  # every task, encoding, seed and n = 1..48 (ca
 seed0 = scores[(scores["seed"] == 0) & scores["n"].isin([16, 32])]
 table = seed0.pivot_table(index=["task", "encoding", "layer", "head"], columns="n", values="on_target", sort=False)
 table.columns = [f"on-target at n = {n}" for n in table.columns]
-table.rename(index=L.label, level="encoding").round(2)
+table.rename(index=L.encoding_title, level="encoding").round(2)
 
 # %%
 best16 = scores[scores["n"] == 16].groupby(["task", "encoding", "seed"])["on_target"].first()
 low = best16[best16 < 0.5]
 print(f"seed 0 at n = 16: on-target scores from {table.iloc[:, 0].min():.2f} to {table.iloc[:, 0].max():.2f}")
 print(f"all {len(best16)} models at n = 16: {int((best16 >= 0.5).sum())} score at least 0.5; below: "
-      + "; ".join(f"{t}, {L.label(e)}, seed {s}: {v:.2f}" for (t, e, s), v in low.items()))
+      + "; ".join(f"{t}, {L.encoding_title(e)}, seed {s}: {v:.2f}" for (t, e, s), v in low.items()))
 
 # %% [markdown]
 # ## The pointer heads at n = 16 and n = 32
@@ -151,7 +151,7 @@ plt.show()
 # %%
 within = jsd[jsd["n"] <= 16].groupby(["task", "encoding"])["jsd"].mean().unstack("task")
 beyond = jsd[(jsd["n"] > 16) & (jsd["n"] <= 32)].groupby(["task", "encoding"])["jsd"].mean().unstack("task")
-closeness = pd.concat({"n = 2-16": within, "n = 18-32": beyond}, axis=1).rename(index=L.label).round(3)
+closeness = pd.concat({"n = 2-16": within, "n = 18-32": beyond}, axis=1).rename(index=L.encoding_title).round(3)
 closeness.sort_values(("n = 2-16", "copy"))
 
 # %% [markdown]

@@ -210,9 +210,7 @@ print(f"the second pilot: {len(second)} runs, {second['copy runs'].sum():.1f} co
 print(f"a 12-layer PCFG run would cost {L.run_compute_flops(pcfg12, sample_steps=20) / copy_run:.1f} copy runs")
 marks = second["goal"].map({True: "✓", False: "✗", None: ""})
 display(second.assign(task=second["task"].map(L.task_title), goal=marks).round(1))
-pcfg_seeds = pd.DataFrame([{"encoding": r["config"]["model"]["encoding"], "in": 100 * r["in_distribution_mean"]}
-                           for r in records["pcfg"]]).groupby("encoding")["in"]
-spread = pcfg_seeds.max() - pcfg_seeds.min()
+spread = L.in_distribution_spread(records["pcfg"])
 print(f"the study's PCFG grid (3 layers): an encoding's 3 seeds lie {spread.min():.1f}-{spread.max():.1f} "
       "points apart in distribution")
 
@@ -438,7 +436,7 @@ lsd = pilot[pilot["task"] == "addition.paper.lsd"].set_index("encoding")["in dis
 msd = {r["config"]["model"]["encoding"]: 100 * r["in_distribution_mean"] for r in records["addition"]
        if r["config"]["seed"] == 0}
 pd.DataFrame({"grid: answer most significant digit first": pd.Series(msd)[lsd.index],
-              "pilot: least significant first": lsd}).rename(index=L.label).round(1)
+              "pilot: least significant first": lsd}).rename(index=L.encoding_title).round(1)
 
 # %% [markdown]
 # For the rankings, a task is learned when its grid is complete and at least one encoding reaches
@@ -481,7 +479,7 @@ paper = pd.Series(L.paper_figures()["mean_reciprocal_rank_no_scratchpad"])
 table = pd.DataFrame({**{f"study's, {k}": L.study_mrr(v) for k, v in study.items()},
                       **{f"paper's on ours, {k}": L.paper_mrr(v) for k, v in pooled.items()},
                       "paper (its 17 splits)": paper}).sort_values("study's, learned tasks (headline)", ascending=False)
-L.with_blanks(table.rename(index=L.label).round(3))
+L.with_blanks(table.rename(index=L.encoding_title).round(3))
 
 # %% [markdown]
 # How our tasks map onto the paper's 17 splits (the weight of each task in the paper's statistic),
@@ -491,7 +489,7 @@ L.with_blanks(table.rename(index=L.label).round(3))
 # %%
 splits = pd.Series(L.PAPER_SPLITS, name="paper's splits it stands for")
 print(", ".join(f"{L.task_title(t)}: {n}" for t, n in splits.items()), f"(total {splits.sum()})")
-pd.concat({k: L.paper_mrr_over_orders(v) for k, v in pooled.items()}, axis=1).rename(index=L.label).round(3)
+pd.concat({k: L.paper_mrr_over_orders(v) for k, v in pooled.items()}, axis=1).rename(index=L.encoding_title).round(3)
 
 # %% [markdown]
 # The paper's published figures checked against its statistic as we read it: its notebook shows 18
@@ -505,7 +503,8 @@ check, rest, implied, expected = L.paper_mrr_check()
 within = bool(check["within [n/5, n]"].all())
 print(f"other columns: {rest}; their sums of reciprocal ranks add up to {implied} (a strict ranking of five "
       f"in each gives {expected}); every encoding's sum within [{rest}/5, {rest}]: {within}")
-check.assign(**{"within [n/5, n]": check["within [n/5, n]"].map({True: "✓", False: "✗"})}).rename(index=L.label)
+marks = check["within [n/5, n]"].map({True: "✓", False: "✗"})
+check.assign(**{"within [n/5, n]": marks}).rename(index=L.encoding_title)
 
 # %% [markdown]
 # ## Which orderings hold
@@ -602,7 +601,8 @@ print("tasks:", ", ".join(L.task_title(t) for t in clean))
 for stat, ev in clean_ev.items():
     print(f"the {stat} statistic states: {L.stated_orderings(ev)}")
 clean_mrr = L.both_statistics({"every encoding learns": clean_df})
-L.with_blanks(clean_mrr.sort_values("study's, every encoding learns", ascending=False).rename(index=L.label).round(3))
+clean_mrr = clean_mrr.sort_values("study's, every encoding learns", ascending=False)
+L.with_blanks(clean_mrr.rename(index=L.encoding_title).round(3))
 
 # %%
 pd.concat({stat: L.between(L.evidence_table(ev), "alibi", "t5") for stat, ev in clean_ev.items()})
@@ -627,7 +627,7 @@ if ready:
     print(f"PCFG's 8-layer runs out of distribution (sizes 9-16, pooled): exact match (%) over {len(pcfg_ood)} "
           "seeds, and the paper's own runs' figure (3 seeds)")
     display(L.with_blanks(pd.concat([pcfg_ood.agg(["mean", "min", "max"]), paper_pcfg.to_frame().T])
-                          .rename(columns=L.label).round(1)))
+                          .rename(columns=L.encoding_title).round(1)))
 
 # %%
 if ready:
@@ -635,7 +635,7 @@ if ready:
     for stat, ev in nine_ev.items():
         print(f"the {stat} statistic states, over nine tasks: {L.stated_orderings(ev)} ({L.family_reach(ev)})")
     eight_nine = L.both_statistics({"eight tasks": headline, "nine tasks": nine})
-    eight_nine = eight_nine.sort_values("study's, nine tasks", ascending=False).rename(index=L.label)
+    eight_nine = eight_nine.sort_values("study's, nine tasks", ascending=False).rename(index=L.encoding_title)
     display(L.with_blanks(eight_nine.round(3)))
 
 # %%
@@ -674,7 +674,7 @@ if ready:
 
 # %%
 steps = L.mrr_decomposition(headline)
-t5 = steps[L.label("t5")]
+t5 = steps[L.encoding_title("t5")]
 print(f"T5 rises {t5.iloc[-1] - t5.iloc[0]:.3f} in all, {t5.iloc[-1] - t5.iloc[-2]:.3f} of it "
       f"({(t5.iloc[-1] - t5.iloc[-2]) / (t5.iloc[-1] - t5.iloc[0]):.0%}) at the last step, the paper's splits")
 L.with_blanks(steps.round(3))
@@ -691,7 +691,7 @@ L.with_blanks(steps.round(3))
 # %%
 per_task = pooled["every task with a complete grid"].groupby(level="task").mean().T
 beside = 100 * pd.concat({"ours": per_task, "paper": L.paper_test_accuracy(per_task.columns)}, axis=1)
-L.with_blanks(beside.rename(index=L.label, columns=L.task_title).round(1))
+L.with_blanks(beside.rename(index=L.encoding_title, columns=L.task_title).round(1))
 
 # %% [markdown]
 # **What the rankings say.** Over the eight learned tasks (copy, reverse, sorting, summation,

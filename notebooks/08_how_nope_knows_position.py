@@ -197,7 +197,7 @@ L.condensed_probe_table(summary)
 # %%
 grid0 = L.exact_match_frame(L.load_records(L.grid(seeds=[0])))
 cliff = L.exact_match_cliff(grid0)
-cliff.set_index(["task", "encoding"]).drop(columns="seed").rename(index=L.label, level="encoding")
+cliff.set_index(["task", "encoding"]).drop(columns="seed").rename(index=L.encoding_title, level="encoding")
 
 # %%
 reach = {f"{r.task}/{r.encoding}": r.last_position for r in cliff.itertuples()}
@@ -216,7 +216,7 @@ best.insert(0, "hidden state", best.pop("layer").map(L.hidden_state_name))
 best = best.join(cliff.set_index(["task", "encoding"])[["cliff_n", "last_position"]])
 pointer = L.pointer_score_table(seeds=[0]).pivot_table(index=["task", "encoding"], columns="n", values="on_target")
 best = best.join(pointer[[16, 20]].rename(columns=lambda n: f"pointer at n = {n}"))
-best.rename(index=L.label, level="encoding").round(2)
+best.rename(index=L.encoding_title, level="encoding").round(2)
 
 # %% [markdown]
 # ## What this says

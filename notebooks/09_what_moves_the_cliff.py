@@ -57,7 +57,7 @@ plt.show()
 near = anatomy[anatomy["n"].isin([17, 18, 20, 24])]
 cols = ["exact_match", "length_given", "token_accuracy"]
 (100 * near.pivot_table(index=["task", "encoding"], columns="n", values=cols, sort=False)).rename(
-    index=L.label, level="encoding").round(0)
+    index=L.encoding_title, level="encoding").round(0)
 
 # %% [markdown]
 # The kind of each failing row's first error, as shares of all rows (%): EOS too early (the
@@ -66,7 +66,7 @@ cols = ["exact_match", "length_given", "token_accuracy"]
 # %%
 kinds = ["early_eos", "wrong_symbol", "missed_eos"]
 (100 * near.pivot_table(index=["task", "encoding"], columns="n", values=kinds, sort=False)).rename(
-    index=L.label, level="encoding").round(0)
+    index=L.encoding_title, level="encoding").round(0)
 
 # %% [markdown]
 # ## Interventions at inference only: attention-logit scaling
@@ -88,7 +88,8 @@ kinds = ["early_eos", "wrong_symbol", "missed_eos"]
 scaling = L.scaling_table()  # every encoding under each setting of L.SCALINGS (cached)
 summary = L.scaling_summary(scaling)
 settings = list(L.SCALINGS)
-by_setting = lambda column: summary[column].unstack("setting")[settings].rename(index=L.label, level="encoding")  # noqa: E731
+by_setting = lambda column: summary[column].unstack("setting")[settings].rename(  # noqa: E731
+    index=L.encoding_title, level="encoding")
 print("longest n such that every n' <= n keeps 90% exact match:")
 by_setting("longest n >= 90%")
 
@@ -104,7 +105,7 @@ by_setting("n = 17-24").round(0)
 best = summary.reset_index()
 best = best[best["setting"] != "none"].sort_values("n = 17-24", ascending=False).head(5)
 print("the five best (task, encoding, setting) by mean exact match over n = 17-24:")
-best.set_index(["task", "encoding", "setting"]).rename(index=L.label, level="encoding").round(1)
+best.set_index(["task", "encoding", "setting"]).rename(index=L.encoding_title, level="encoding").round(1)
 
 # %%
 keys = 2 * 24 + 2  # the last query of an n = 24 copy or reverse input sees this many keys
@@ -188,7 +189,7 @@ print(f"log-length factor (N = 34) on the last query at n = 24 ({keys} keys): {f
 
 # %%
 copy_run = L.copy_run_flops()
-runs = pd.DataFrame([{"intervention": L.intervention_of(c), "task": c.task, "encoding": L.label(c.encoding),
+runs = pd.DataFrame([{"intervention": L.intervention_of(c), "task": c.task, "encoding": L.encoding_title(c.encoding),
                       "copy runs": L.run_compute_flops(c, sample_steps=100) / copy_run}
                      for c in L.experiment("cliff").runs()])
 print(f"{len(runs)} runs, {runs['copy runs'].sum():.1f} copy runs of compute; "
@@ -232,7 +233,7 @@ plt.show()
 
 # %%
 spread = lambda cols: pd.concat({c: L.seed_spread(summary, c) for c in cols}, axis=1).rename(  # noqa: E731
-    index=L.label, level="encoding")
+    index=L.encoding_title, level="encoding")
 print("the study's metric (EOS included):")
 spread(["n = 1-16", "longest n >= 90%", "n = 32"])
 
@@ -250,14 +251,7 @@ spread(["n = 1-16, length given", "longest n >= 90%, length given", "n = 32, len
 # trained (intervention, encoding, seed):
 
 # %%
-by_run = summary.set_index(["intervention", "encoding", "seed", "task"])
-for metric, inside, at in [("EOS included", "n = 1-16", "n = 32"),
-                           ("length given", "n = 1-16, length given", "n = 32, length given")]:
-    ok = ((by_run[inside] >= 95) & (by_run[at] >= 90)).unstack("task").all(axis=1)
-    met = ok[ok].reset_index()
-    print(f"{metric}: {len(met)} of {len(ok)} trained (intervention, encoding, seed) meet it on copy and reverse:")
-    for (name, enc), g in met.groupby(["intervention", "encoding"], sort=False):
-        print(f"  {name}, {L.label(enc)}: seeds {sorted(g['seed'])}")
+print(L.cliff_goal_report(L.cliff_goal(summary)))
 
 # %% [markdown]
 # How far each configuration holds, per seed: the longest n up to which every length keeps 90%
@@ -267,7 +261,7 @@ for metric, inside, at in [("EOS included", "n = 1-16", "n = 32"),
 # %%
 reach = summary.pivot_table(index=["intervention", "encoding"], columns=["task", "seed"], values="longest n >= 90%",
                             sort=False)
-L.with_blanks(reach.astype("Int64")).rename(index=L.label, level="encoding")
+L.with_blanks(reach.astype("Int64")).rename(index=L.encoding_title, level="encoding")
 
 # %% [markdown]
 # **One configuration meets the goal, on every seed: RoPE with coupled and randomized positions.**
@@ -297,7 +291,7 @@ encs = ["sinusoidal", "learned", "rope", "alibi", "t5"]
 rp = table[table["intervention"].isin(["none", "random positions"]) & (table["seed"] == 0)
            & table["encoding"].isin(encs) & table["n"].isin([18, 20, 24])]
 (100 * rp.pivot_table(index=["task", "encoding", "intervention"], columns="n", values=["early_eos", "wrong_symbol"],
-                      sort=False)).rename(index=L.label, level="encoding").round(0)
+                      sort=False)).rename(index=L.encoding_title, level="encoding").round(0)
 
 # %% [markdown]
 # Both halves of the cliff remain. On copy, random positions take ALiBi's early stops away (92%
@@ -319,7 +313,7 @@ hot = L.intervention_table(["random positions"], encodings=encs, seeds=[0], scal
 rp_hot = pd.concat({"plain": summary[(summary["intervention"] == "random positions")].set_index(["task", "encoding"]),
                     "temperature 0.9": L.intervention_summary(hot).set_index(["task", "encoding"])}, axis=1)
 rp_hot.loc[:, (slice(None), ["n = 1-16", "longest n >= 90%", "longest n >= 90%, length given"])].rename(
-    index=L.label, level="encoding").round(0)
+    index=L.encoding_title, level="encoding").round(0)
 
 # %% [markdown]
 # Giving the length adds at most one length (the two "longest n" columns); the temperature adds
@@ -377,14 +371,14 @@ for task in ["copy", "reverse"]:
 # %%
 worst = summary.groupby(["intervention", "encoding"], sort=False)["longest n >= 90%"].min()
 best_name, best_enc = worst.idxmax()
-print(f"best: {best_name}, {L.label(best_enc)} (every task and seed holds to n = {worst.max()} at least)")
+print(f"best: {best_name}, {L.encoding_title(best_enc)} (every task and seed holds to n = {worst.max()} at least)")
 fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
 for ax, task in zip(axes, ["copy", "reverse"]):
     run = L.intervention_run(best_name, task, best_enc, 0)
     model = L.load_run_model(run, L.INTERVENTIONS_DIR)
     layer, head, _ = L.pointer_head(model, task, 32)
     drawn = L.draw_attention(run, layer, head, 32, ax=ax, results_dir=L.INTERVENTIONS_DIR,
-                             name=f"{L.label(best_enc)} ({best_name})", colorbar=ax is axes[-1])
+                             name=f"{L.encoding_title(best_enc)} ({best_name})", colorbar=ax is axes[-1])
     scores = {n: float(L.pointer_scores(model, task, n)[layer, head]) for n in (16, 32, 48)}
     on = ", ".join(f"n = {n}: {v:.2f}" for n, v in scores.items())
     print(f"{task}: L{layer}H{head}; attention on target {on}; this row right: {drawn['correct']}")

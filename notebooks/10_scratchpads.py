@@ -19,7 +19,7 @@
 # answer) helps length generalization on addition, for every encoding, and not on the other
 # tasks; and its format matters. This chapter tests that at laptop scale.
 #
-# **What a scratchpad is here** (module section 15). A step has up to five components, each
+# **What a scratchpad is here** (module section 17). A step has up to five components, each
 # behind its marker: the step's input (`in`), its computation (`comp`), its output (`out`), the
 # updated intermediate variables (`[ carry : 1 ]`) and the input that remains (`re`). Steps are
 # separated by `#`; `thus` ends the scratchpad and the answer follows. A format is named by its
@@ -127,7 +127,7 @@ chosen_lr, lower_lr = L.scratchpad_rates()
 first = pairs[pairs["learning rate"] == chosen_lr].drop(columns="learning rate")
 print(f"Pairs trained: {(first['status'] != 'not trained yet').sum()} of {len(first)}; compared: "
       f"{(first['status'] == 'compared').sum()}")
-first.assign(encoding=first["encoding"].map(L.label)).set_index(["encoding", "seed"]).round(1)
+first.assign(encoding=first["encoding"].map(L.encoding_title)).set_index(["encoding", "seed"]).round(1)
 
 # %% [markdown]
 # Per encoding, the compared pairs' differences over seeds (points, out of distribution, the step
@@ -177,7 +177,8 @@ plt.show()
 lower = pairs[pairs["learning rate"] == lower_lr].drop(columns="learning rate")
 print(f"Pairs trained at {lower_lr:g}: {(lower['status'] != 'not trained yet').sum()} of {len(lower)}; "
       f"compared: {(lower['status'] == 'compared').sum()}")
-display(L.with_blanks(lower.assign(encoding=lower["encoding"].map(L.label)).set_index(["encoding", "seed"]).round(1)))
+titled = lower.assign(encoding=lower["encoding"].map(L.encoding_title))
+display(L.with_blanks(titled.set_index(["encoding", "seed"]).round(1)))
 verdict, numbers = L.claim_every_encoding(lower)
 print(f"for every encoding, at {lower_lr:g}: {verdict}\n    {numbers}")
 for lr, g in pairs[pairs["status"] != "not trained yet"].groupby("learning rate", sort=False):
@@ -211,7 +212,7 @@ fig = L.plot_rate_curves(losses, L.FIGURES_DIR / "10_training_losses.png")
 plt.show()
 
 # %%
-L.with_blanks(L.plateau_exit(losses).rename(index=L.label, level="encoding"))
+L.with_blanks(L.plateau_exit(losses).rename(index=L.encoding_title, level="encoding"))
 
 # %% [markdown]
 # At 2e-3, 11 runs of each arm leave the plateau (loss under 0.05) within 10,000 steps: the step
@@ -235,7 +236,8 @@ L.with_blanks(L.plateau_exit(losses).rename(index=L.label, level="encoding"))
 late = L.late_loss_change(losses, pairs)
 for lr, g in late.groupby("learning rate", sort=False):
     print(f"at {lr:g}: {len(g)} arms not learned, {int(g['still falling'].sum())} of them still falling at the end")
-late = late.assign(encoding=late["encoding"].map(L.label)).set_index(["learning rate", "arm", "encoding", "seed"])
+late = late.assign(encoding=late["encoding"].map(L.encoding_title))
+late = late.set_index(["learning rate", "arm", "encoding", "seed"])
 late.round(3).round({"in distribution (%)": 2, "change (%)": 1})  # 89.99 is not 90
 
 # %% [markdown]
@@ -297,8 +299,8 @@ L.with_blanks(pilot_arms.round(1).assign(**{"pre-norm: final loss": pilot_arms["
 longer = L.scratchpad_pre_norm_longer()
 words = {"o": "step outputs", "none": "answer alone"}
 print(f"to train for {L.PRE_NORM_LONGER_STEPS:,} steps (under 90% in distribution at 10,000, loss still falling): "
-      + (", ".join(f"{L.label(c.model.encoding)} seed {c.seed}, {words[c.task_options.get('scratchpad', 'none')]}"
-                   for c in longer) or "none"))
+      + (", ".join(f"{L.encoding_title(c.model.encoding)} seed {c.seed}, "
+                   f"{words[c.task_options.get('scratchpad', 'none')]}" for c in longer) or "none"))
 grid_done = sum(L.record_path(L.SCRATCHPAD_DIR, c).exists() for c in L.scratchpad_pre_norm())
 print(f"the grid: {grid_done} of {len(L.scratchpad_pre_norm())} runs trained")
 
@@ -329,7 +331,8 @@ print(f"the grid: {grid_done} of {len(L.scratchpad_pre_norm())} runs trained")
 # %%
 task_effect = L.scratchpad_task_effect()
 print(f"Runs trained: {(task_effect['verdict'] != 'not trained yet').sum()} of {len(task_effect)}")
-shown = task_effect.drop(columns=["helps", "learned with it"]).assign(encoding=task_effect["encoding"].map(L.label))
+shown = task_effect.drop(columns=["helps", "learned with it"])
+shown = shown.assign(encoding=task_effect["encoding"].map(L.encoding_title))
 shown.set_index(["task", "format", "encoding", "seed"]).round(1)
 
 # %% [markdown]
@@ -453,7 +456,7 @@ print(f"  its mass on them: {both.loc[top, '8 digits']:.2f} at 8 digits, {both.l
 scoring = L.scoring_table()
 per_run = scoring.groupby(["encoding", "seed"], sort=False)["sums judged differently"].sum()
 print(f"Sums judged differently, over {len(scoring)} (run, size) cells of 256 sums: {int(per_run.sum())}")
-per_run.rename(index=L.label, level="encoding").to_frame()
+per_run.rename(index=L.encoding_title, level="encoding").to_frame()
 
 # %%
 verdicts = L.scoring_verdicts(scoring)
@@ -511,7 +514,7 @@ L.paper_scratchpad_addition().round(3)
 ours = effect.groupby("encoding", sort=False)[["OOD without (%)", "OOD with (%)"]].mean() / 100
 ours = ours.rename(columns={"OOD without (%)": "ours, answer alone", "OOD with (%)": "ours, step outputs (o)"})
 paper = L.paper_scratchpad_addition().T.drop("seeds printed")
-side_by_side = ours.rename(index=L.label).join(paper[["none", "co"]].rename(columns=lambda c: f"paper, {c}"))
+side_by_side = ours.rename(index=L.encoding_title).join(paper[["none", "co"]].rename(columns=lambda c: f"paper, {c}"))
 L.with_blanks(side_by_side.round(3), decimals=3)
 
 # %% [markdown]

@@ -46,7 +46,7 @@ print(f"The paper's addition, NoPE: {100 * paper_nope:.1f}% exact match out of d
 # - **The answer least significant digit first** (`task_options={"answer": "lsd"}`), with both
 #   operands written with n digits, zero padded (the `equal` format): each answer digit then needs
 #   only its own column and the carry from the column below, both already read.
-# - **Digit places as positions** (`digit_places=P`, section 16): every digit sits at its place in
+# - **Digit places as positions** (`digit_places=P`, section 18): every digit sits at its place in
 #   its number (1 = units), and the query that predicts an answer digit sits at the place of that
 #   digit, so a column's two operand digits and its answer share one position at any length
 #   (position coupling; with the learned table, an Abacus embedding). One random offset per
@@ -216,7 +216,7 @@ for layer, row in top.iterrows():
 #
 # The goal above is met on random sums: every digit uniform, as training draws them. A reader
 # trying the model would soon type 0 + 0, or 999 + 1, which a uniform sampler almost never
-# draws at length. Ten families of sums (`L.TEN_FAMILIES`, module section 16), each drawn at any
+# draws at length. Ten families of sums (`L.TEN_FAMILIES`, module section 18), each drawn at any
 # size and scored as every sum is (greedy, from the prompt alone, 256 sums a size), at every size
 # to 64 and then every 16th. The configuration below was chosen on these ten; seven further
 # families (`L.FURTHER_FAMILIES`) test it after the choice, in *Sums no sampler favours*. One
@@ -852,38 +852,12 @@ print(f"{spent.loc['all', 'copy runs']:.1f} copy runs in all")
 # learn the places; Patriota 2024 feeds its model one column at a time from an outside loop.
 
 # %%
-columns = ["method", "train_digits", "test_digits", "exact_match", "bound", "model", "tested_on"]
-cited = L.cited_addition()[columns]
-cited = cited.astype({"exact_match": float})
-model = L.exact_run(0)
-ours_model = f"{model.model.n_layers} layers, {model.model.n_heads} heads, d {model.model.d_model}"
-if goal["trained"].all():
-    at64 = [L.read_record(L.record_path(L.ADDITION_DIR, c))["exact_match"]["64"] for c in L.addition_study()[:3]]
-    ours = ["places + a window over places, RoPE", "1-8", 64, round(100 * min(at64), 1), "worst of 3 seeds",
-            ours_model, "256 random sums"]
-    cited.loc["this study"] = ours
-if goal_structured["trained"].all():
-    at128 = goal_structured["128 digits: lowest (%)"].min()
-    method = "the same, + above the top digit, operands in runs"
-    ours = [method, "1-8", 128, round(at128, 1), "worst of 3 seeds", ours_model,
-            f"256 sums of each of {1 + len(L.TEN_FAMILIES)} kinds"]
-    cited.loc["this study, structured sums"] = ours
-kinds = f"256 sums of each of {1 + len(L.SUM_FAMILIES)} kinds"
-for row, method, verdict in [
-    ("the mixture", "the same, trained on the mixture", verdict_exact),
-    ("digit sets", "the same, trained with digit sets", verdict_sets),
-    ("window of 1", "the same, a window of 1 place", verdict_narrow),
-]:
-    if verdict.all_trained:
-        cited.loc[f"this study, {row}"] = [method, "1-8", 256, round(verdict.lowest(256), 1), "worst of 3 seeds",
-                                           ours_model, kinds]
-far_lowest = far_narrow.groupby("n")["exact_match"].min()
-for n in (1000, 2000):
-    kinds_far = f"{L.FAR_COUNT} sums of each of {len(L.FAR_DRAWS[n])} kinds, room for {L.FAR_PLACES:,} places"
-    cited.loc[f"this study, window of 1, {n:,} digits"] = [
-        "the same, scored with more places", "1-8", n, round(100 * far_lowest[n], 1), "worst of 3 seeds",
-        ours_model, kinds_far]
-cited["ratio"] = (cited["test_digits"] / cited["train_digits"].str.split("-").str[1].astype(int)).round(2)
+verdicts = {
+    "the mixture": ("the same, trained on the mixture", verdict_exact),
+    "digit sets": ("the same, trained with digit sets", verdict_sets),
+    "window of 1": ("the same, a window of 1 place", verdict_narrow),
+}
+cited = L.addition_beside_cited(goal, goal_structured, verdicts, far_narrow)
 with pd.option_context("display.max_colwidth", None):
     display(L.with_blanks(cited))
 

@@ -293,7 +293,7 @@ def test_tidy_merges_a_cell_s_split_stream_outputs_and_keeps_the_rest(tmp_path):
 def encoding_named(text: str) -> str | None:
     """The encoding whose display name a legend entry names, if any."""
     for enc in L.encoding_names():
-        if re.search(rf"(?<![\w-]){re.escape(L.label(enc))}(?![\w-])", text):
+        if re.search(rf"(?<![\w-]){re.escape(L.encoding_title(enc))}(?![\w-])", text):
             return enc
     return None
 
@@ -308,7 +308,7 @@ def assert_one_colour_per_encoding(fig):
                 continue
             enc = encoding_named(name)
             if enc is not None:
-                assert colour == to_rgba(L.encoding_color(enc)), f"{name!r} is not in {L.label(enc)}'s colour"
+                assert colour == to_rgba(L.encoding_color(enc)), f"{name!r} is not in {L.encoding_title(enc)}'s colour"
             else:
                 assert colour not in palette, f"{name!r} names no encoding but takes {palette[colour]}'s colour"
 

@@ -18,6 +18,7 @@ from support import run_doc_example
 import lengen_helpers as L
 
 SOURCE = Path(L.__file__).read_text()
+ROOT = Path(L.__file__).parent
 
 
 def first_definitions(tree: ast.Module) -> dict[str, int]:
@@ -109,35 +110,42 @@ def test_the_check_finds_a_comment_or_docstring_about_a_later_section():
     assert [r.split(" -> ")[1] for r in late_references(planted)] == ["scratchpad_metrics"]
 
 
-def presentation_part(source: str) -> tuple[int, set[str]]:
-    """The first line of the part of tables, figures and verdicts (sections 18-25: from its banner
-    to the benchmarks) and the names of the definitions it holds."""
+def presentation_parts(source: str) -> list[tuple[int, set[str]]]:
+    """Each chapter's part of tables, figures and verdicts (from its line "# What notebook ... show"
+    to the next section's banner): its first line and the names of the definitions it holds."""
     lines = source.splitlines()
-    start = next(i for i, line in enumerate(lines, 1) if line.startswith("# Tables, figures and verdicts:"))
-    end = next(i for i, line in enumerate(lines, 1) if re.match(r"# \d+\. Benchmarks", line))
-    defs = (n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef)))
-    return start, {n.name for n in defs if start < n.lineno < end}
+    starts = [i for i, line in enumerate(lines, 1) if re.match(r"# What notebooks? [\d ,and]+ shows?:", line)]
+    banners = [i for i, line in enumerate(lines, 1) if re.match(r"# \d+\. ", line)]
+    defs = [n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    parts = []
+    for start in starts:
+        end = min([b for b in banners if b > start], default=len(lines) + 1)
+        parts.append((start, {n.name for n in defs if start < n.lineno < end}))
+    return parts
 
 
 def presentation_references(source: str) -> list[str]:
-    """'line:where -> name' for each name that sections 1-17 (the mechanisms and the experiments)
-    use and only the part of tables, figures and verdicts defines."""
-    start, shown = presentation_part(source)
+    """'line:where -> name' for each name that a definition above a chapter's part of tables,
+    figures and verdicts uses and only that part defines: a chapter's mechanism and its runs (and
+    everything before them) never call what its notebook shows."""
     found = []
-    for node in ast.parse(source).body[1:]:
-        if node.lineno >= start:
-            break
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and sub.id in shown:
-                found.append(f"{node.lineno}:{getattr(node, 'name', type(node).__name__)} -> {sub.id}")
+    for start, shown in presentation_parts(source):
+        for node in ast.parse(source).body[1:]:
+            if node.lineno >= start:
+                break
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Name) and sub.id in shown:
+                    found.append(f"{node.lineno}:{getattr(node, 'name', type(node).__name__)} -> {sub.id}")
     return found
 
 
 def test_the_mechanisms_call_nothing_of_what_the_notebooks_show():
     assert presentation_references(SOURCE) == []
-    shown = presentation_part(SOURCE)[1]
-    assert {"plot_by_length", "AttentionExplorer", "scratchpad_claims", "structured_goal", "with_blanks"} <= shown
-    assert not {"bootstrap_means", "scratchpad_metrics", "family_exact_match", "train_run"} & shown
+    parts = presentation_parts(SOURCE)
+    shown = set().union(*(names for _, names in parts))
+    assert len(parts) == 9  # notebooks 01-02, 03-04, 05, 07, 08, 09, 10, 11 and the benchmark's figure
+    assert {"AttentionExplorer", "scratchpad_claims", "structured_goal", "plot_mrr", "checks_table"} <= shown
+    assert not {"bootstrap_means", "scratchpad_metrics", "family_exact_match", "train_run", "plot_by_length"} & shown
     planted = SOURCE.replace(
         "def carry_into_zeros(a: Tensor, b: Tensor) -> float:\n",
         "def carry_into_zeros(a: Tensor, b: Tensor) -> float:\n    plot_structured  # planted\n",
@@ -348,6 +356,41 @@ def forward_references(source: str) -> list[str]:
                 if there > here:
                     found.append(f"{node.lineno}:{where} ({here}) -> {sub.id} ({there})")
     return sorted(set(found))
+
+
+def notebook_sections(source: str, notebook: Path) -> dict[int, list[str]]:
+    """The module sections past the core (9 on) that a notebook draws on: for each, the names of
+    its definitions that the notebook uses (`L.name`)."""
+    tree, section = ast.parse(source), section_of(source)
+    first = first_definitions(tree)
+    drawn: dict[int, list[str]] = {}
+    for name in sorted(set(re.findall(r"\bL\.(\w+)", notebook.read_text()))):
+        if name in first and section(first[name]) > 8:
+            drawn.setdefault(section(first[name]), []).append(name)
+    return drawn
+
+
+def draw_problems(source: str, number: int) -> list[str]:
+    """What is wrong with the sections chapter notebook `number` draws on: it must use its own
+    section, and beyond it only the shared part (9) and at most one earlier chapter."""
+    banners = {int(m[2]): int(m[1]) for m in re.finditer(r"^# (\d+)\. .*\(notebook (\d\d)\)$", source, re.M)}
+    own = banners[number]
+    drawn = notebook_sections(source, next((ROOT / "notebooks").glob(f"{number:02d}_*.py")))
+    problems = [] if own in drawn else [f"notebook {number:02d} uses nothing of its own section {own}"]
+    problems += [f"notebook {number:02d} draws on later section {s}: {drawn[s]}" for s in drawn if s > own]
+    if len(set(drawn) - {own, 9}) > 1:
+        problems.append(f"notebook {number:02d} draws on {len(set(drawn) - {own, 9})} earlier chapters: {drawn}")
+    return problems
+
+
+def test_each_chapter_notebook_draws_on_its_own_section_the_shared_part_and_at_most_one_more():
+    assert [p for number in range(7, 12) for p in draw_problems(SOURCE, number)] == []
+    later = SOURCE.replace("def plot_mrr(", "def _moved(", 1) + "\n\ndef plot_mrr(): ...\n"  # into the last section
+    assert draw_problems(later, 7) == ["notebook 07 draws on later section 19: ['plot_mrr']"]
+    apart = SOURCE.replace("def pointer_scores(", "def _moved(", 1).replace(
+        "# 14. The paper's other tasks", "def pointer_scores(): ...\n\n\n# 14. The paper's other tasks", 1
+    )  # notebook 09 would then draw on two earlier chapters (05's and 07's)
+    assert len(draw_problems(apart, 9)) == 1 and "2 earlier chapters" in draw_problems(apart, 9)[0]
 
 
 def test_no_definition_names_anything_defined_in_a_later_section():

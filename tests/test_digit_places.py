@@ -1,4 +1,4 @@
-"""Digit places as positions (section 16, notebook 11): the layout couples each column's digits with
+"""Digit places as positions (section 18, notebook 11): the layout couples each column's digits with
 the answer query that predicts its digit, offsets keep every position trained, and positions never
 depend on the answer."""
 

@@ -11,7 +11,14 @@ import lengen_helpers as L
 
 def test_registry_holds_the_six_encodings_in_order():
     assert L.encoding_names() == ("nope", "sinusoidal", "learned", "rope", "alibi", "t5")
-    assert [L.label(e) for e in L.encoding_names()] == ["NoPE", "Sinusoidal", "Learned", "RoPE", "ALiBi", "T5 bias"]
+    assert [L.encoding_title(e) for e in L.encoding_names()] == [
+        "NoPE",
+        "Sinusoidal",
+        "Learned",
+        "RoPE",
+        "ALiBi",
+        "T5 bias",
+    ]
 
 
 def test_unknown_encoding_lists_valid_names():

@@ -49,7 +49,11 @@ def test_a_registered_encoding_joins_the_grid_labels_colours_and_explorer_option
         "t5",
     )
     assert {c.encoding for c in L.grid(seeds=[0])} == set(L.encoding_names())
-    assert L.label("halved") == "halved" and L.label("t5") == "T5 bias" and L.label("not-one") == "not-one"
+    assert (
+        L.encoding_title("halved") == "halved"
+        and L.encoding_title("t5") == "T5 bias"
+        and L.encoding_title("not-one") == "not-one"
+    )
     assert L.encoding_color("halved") == "C6" and L.encoding_color("learned") == "C5"  # none shared
     assert len({L.encoding_color(e) for e in L.encoding_names()}) == len(L.encoding_names())
     records = [fake_record("copy", e, 0, curve(17)) for e in L.encoding_names()]

@@ -1,4 +1,4 @@
-"""Section 14: where a model goes wrong (the stop decision apart from the pointer)."""
+"""Section 16: where a model goes wrong (the stop decision apart from the pointer)."""
 
 import math
 

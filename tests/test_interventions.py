@@ -400,3 +400,31 @@ def test_plot_interventions_gives_every_line_its_own_style_and_shows_lines_at_ze
     assert "NoPE, exact match" in note and "ALiBi, exact match" in note
     assert ax.get_ylim()[0] < -2 * L.ZERO_STEP and ax.title.get_fontsize() >= 13
     plt.close("all")
+
+
+def test_cliff_goal_needs_both_tasks_and_both_floors_per_seed_and_reports_the_seeds_that_meet_it():
+    def row(intervention, seed, task, inside, at, given=None):
+        given = (inside, at) if given is None else given
+        keys = {"intervention": intervention, "encoding": "rope", "seed": seed, "task": task}
+        return keys | {
+            "n = 1-16": inside,
+            "n = 32": at,
+            "n = 1-16, length given": given[0],
+            "n = 32, length given": given[1],
+        }
+
+    summary = pd.DataFrame([
+        row("coupled", 0, "copy", 100, 100), row("coupled", 0, "reverse", 100, 95),
+        row("coupled", 1, "copy", 100, 100), row("coupled", 1, "reverse", 100, 89.9, given=(100, 90)),  # misses at 2x
+        row("random", 0, "copy", 94.9, 100), row("random", 0, "reverse", 100, 100),  # misses in distribution
+    ])  # fmt: skip
+    goal = L.cliff_goal(summary)
+    assert goal["EOS included"].to_dict() == {("coupled", "rope", 0): True, ("coupled", "rope", 1): False,
+                                              ("random", "rope", 0): False}  # fmt: skip
+    assert goal["length given"].sum() == 2
+    assert L.cliff_goal_report(goal).splitlines() == [
+        "EOS included: 1 of 3 trained (intervention, encoding, seed) meet it on copy and reverse:",
+        "  coupled, RoPE: seeds [0]",
+        "length given: 2 of 3 trained (intervention, encoding, seed) meet it on copy and reverse:",
+        "  coupled, RoPE: seeds [0, 1]",
+    ]

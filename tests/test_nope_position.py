@@ -1,4 +1,4 @@
-"""Section 13: the hand-set NoPE model that recovers position (Theorems 1 and 2), and the probes."""
+"""Section 15: the hand-set NoPE model that recovers position (Theorems 1 and 2), and the probes."""
 
 import math
 

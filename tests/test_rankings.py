@@ -270,7 +270,7 @@ def test_orderings_are_corrected_for_the_number_of_pairs_tested():
             table[f"t{t}", seed] = row | ({"alibi": 0.5, "t5": 0.4} if t < 8 else {"alibi": 0.4, "t5": 0.5})
     ev = L.pairwise_evidence(scores(table), n_boot=2000, n_pairings=20)
     assert len(ev) == 15
-    above = ev.loc[[f"{L.label(a)} > {L.label(b)}" for a in top for b in ("alibi", "t5")]]
+    above = ev.loc[[f"{L.encoding_title(a)} > {L.encoding_title(b)}" for a in top for b in ("alibi", "t5")]]
     assert (above["tasks won"] == "9 of 9").all() and above["stated"].all()
     planted = ev.loc["ALiBi > T5 bias"]
     assert planted["tasks won"] == "8 of 9" and planted["sign-flip p"] == pytest.approx(20 / 512)
@@ -286,11 +286,11 @@ def test_the_decomposition_runs_from_the_study_s_statistic_to_the_paper_s():
                 rows.append((task, e, seed, n, v if seed == 0 else v / 2))
     df = frame(rows)
     steps = L.mrr_decomposition(df)
-    assert steps.iloc[0].to_dict() == pytest.approx(L.study_mrr(L.ood_scores(df)).rename(L.label).to_dict())
+    assert steps.iloc[0].to_dict() == pytest.approx(L.study_mrr(L.ood_scores(df)).rename(L.encoding_title).to_dict())
     assert steps.iloc[-1].dropna().to_dict() == pytest.approx(
-        L.paper_mrr(L.ood_scores(df, pooled=True)).rename(L.label).to_dict()
+        L.paper_mrr(L.ood_scores(df, pooled=True)).rename(L.encoding_title).to_dict()
     )
-    assert np.isnan(steps.iloc[1][L.label("learned")])  # dropped from the second step on
+    assert np.isnan(steps.iloc[1][L.encoding_title("learned")])  # dropped from the second step on
 
 
 def test_both_statistics_and_their_evidence_sit_side_by_side_per_frame():

@@ -1,4 +1,4 @@
-"""Scratchpads (section 15, notebook 10): the paper's five components, each task's steps checked
+"""Scratchpads (section 17, notebook 10): the paper's five components, each task's steps checked
 on hand-worked examples and recomputed on every generated scratchpad, the bound on their length,
 and the scores (final answer by greedy decoding with the cache; whole target; steps)."""
 

@@ -1,4 +1,4 @@
-"""The scratchpad study (section 15, notebook 10): its runs and their controls, the effect and its
+"""The scratchpad study (section 17, notebook 10): its runs and their controls, the effect and its
 verdicts, the paper's reading of a generation against ours, and where a step's query looks."""
 
 import dataclasses

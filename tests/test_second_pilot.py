@@ -197,3 +197,12 @@ def test_still_falling_means_down_by_more_than_the_stated_fraction():
     assert not L.still_falling(1.0, 0.9)  # exactly a tenth down: not more than it
     assert not L.still_falling(1.0, 1.2)  # rising
     assert L.still_falling(1.0, 0.95, falling=0.02)
+
+
+def test_in_distribution_spread_is_each_encoding_s_highest_seed_minus_its_lowest():
+    def record(encoding: str, mean: float) -> dict:
+        return {"config": {"model": {"encoding": encoding}}, "in_distribution_mean": mean}
+
+    records = [record("nope", 0.80), record("nope", 0.875), record("nope", 0.85), record("rope", 0.5)]
+    spread = L.in_distribution_spread(records)
+    assert spread.round(6).to_dict() == {"nope": 7.5, "rope": 0.0}

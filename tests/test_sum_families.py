@@ -1,4 +1,4 @@
-"""Structured sums (section 16, notebook 11): each family draws the sums it says, is scored as every
+"""Structured sums (section 18, notebook 11): each family draws the sums it says, is scored as every
 sum is, and lands in the records of equal-format addition runs."""
 
 import hashlib
@@ -843,3 +843,29 @@ def test_the_window_1_runs_are_a_stage_of_their_own_and_differ_from_the_digit_se
         assert {k: v for k, v in cfg.to_dict().items() if k != "model"} == {
             k: v for k, v in sets.to_dict().items() if k != "model"
         }
+
+
+def test_addition_beside_cited_adds_a_row_only_where_every_seed_is_trained_each_at_its_worst_seed():
+    class Verdict:
+        def __init__(self, trained: bool, low: float):
+            self.all_trained, self.low = trained, low
+
+        def lowest(self, n: int) -> float:
+            return self.low
+
+    goal = pd.DataFrame({"trained": [True, True, False]})  # one seed missing: no "this study" row
+    structured = pd.DataFrame({"trained": [True] * 3, "128 digits: lowest (%)": [100.0, 97.25, 99.0]})
+    verdicts = {"mine": ("my method", Verdict(True, 98.44)), "not yet": ("other", Verdict(False, 100.0))}
+    far = pd.DataFrame({"n": [1000, 1000, 2000], "exact_match": [1.0, 0.96875, 1.0]})
+    table = L.addition_beside_cited(goal, structured, verdicts, far)
+    cited = L.cited_addition()
+    assert list(table.index[: len(cited)]) == list(cited.index)
+    assert list(table.index[len(cited) :]) == [
+        "this study, structured sums",
+        "this study, mine",
+        "this study, window of 1, 1,000 digits",
+        "this study, window of 1, 2,000 digits",
+    ]
+    ours = table.loc["this study, window of 1, 1,000 digits"]
+    assert ours["exact_match"] == 96.9 and ours["ratio"] == 125 and table.loc["this study, mine", "exact_match"] == 98.4
+    assert table.loc["this study, structured sums", "exact_match"] == 97.2  # round half to even, as printed

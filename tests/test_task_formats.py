@@ -147,3 +147,23 @@ def test_a_chosen_grid_holds_the_pilot_s_runs_of_its_shape():
     assert sum(c.hash in pilot for c in addition) == 1  # the pilot's NoPE run at 2e-3
     with pytest.raises(ValueError, match="unknown task with a chosen shape 'copy'"):
         L.chosen_shape_runs("copy")
+
+
+def test_an_option_added_from_outside_is_written_name_value_and_read_back():
+    @L.register_task
+    class Echo(L.Task):
+        name = "echo"
+        options = {"order": ("forward", "back")}
+
+        def target(self, x):
+            return list(x)
+
+    L.add_task_option("echo", "marks", ("none", "a", "b"))
+    task = L.get_task("echo", {"order": "back", "marks": "a"})
+    assert task.key == "echo.back.marks-a"  # "a" alone could be any option's value
+    assert L.task_of_key(task.key).format == task.format and L.get_task("echo").key == "echo"
+    with pytest.raises(ValueError, match="has an option 'marks' already"):
+        L.add_task_option("echo", "marks", ("none",))
+    with pytest.raises(ValueError, match="unknown task 'ech'; valid choices: .*echo"):
+        L.add_task_option("ech", "marks", ("none",))
+    assert L.get_task("addition", {"scratchpad": "o"}).key == "addition.scratchpad-o"

@@ -52,7 +52,7 @@ CONFIG_CASES = [
     (lambda: L.ModelConfig(t5_num_buckets=1), r"ModelConfig.t5_num_buckets=1 .* >= 2"),
     (
         lambda: L.ModelConfig(encoding="t5", t5_num_buckets=32, t5_max_distance=16),
-        r"t5_max_distance=16 must exceed 16, the distances the exact buckets cover \(half",
+        r"t5_max_distance=16 must exceed 16, the distances the exact buckets cover \(1/2",
     ),
     (lambda: L.ModelConfig(pre_norm=1), r"ModelConfig.pre_norm=1 .* True or False"),
     (lambda: L.ModelConfig(d_model=64, n_heads=5), r"d_model=64 is not divisible by n_heads=5"),
