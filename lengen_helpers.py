@@ -4745,8 +4745,8 @@ def ranked_runs(task: str) -> list[RunConfig]:
 
 # LEGO and PCFG are learned by neither shape of the pilot (notebook 07's pilot table; PCFG's
 # training loss still falling at 10,000 steps). A second pilot goes towards the paper's 12
-# layers: LEGO (the paper's format) at 12 layers, PCFG at 8 (at 12 a PCFG run costs about 18 copy
-# runs), both 10,000 steps at d_model 64, NoPE and sinusoidal, seed 0 (`sweep --grid lego-pilot
+# layers: LEGO (the paper's format) at 12 layers, PCFG at 8 (at 12 a PCFG run costs more, as notebook 07
+# prints), both 10,000 steps at d_model 64, NoPE and sinusoidal, seed 0 (`sweep --grid lego-pilot
 # pcfg-pilot`).
 SECOND_PILOT: dict[str, dict[str, Any]] = {
     "lego": {"n_layers": 12, "steps": 10_000},
@@ -8725,7 +8725,7 @@ def addition_run(arm: str, encoding: str, seed: int = 0, **overrides: Any) -> Ru
 def addition_pilot() -> list[RunConfig]:
     """The pilot, in the order tried: the study's model and steps, seed 0."""
     tried = [("lsd+places", "rope", {}), ("lsd+places", "learned", {}), ("lsd", "rope", {}), ("lsd", "nope", {})]
-    tried += [("lsd+places", "alibi", {}), ("lsd+places", "t5", {})]  # RoPE holds to 9 digits (66% at 10), then falls
+    tried += [("lsd+places", "alibi", {}), ("lsd+places", "t5", {})]  # RoPE's run fell past 9 digits: the others
     tried += [("lsd+places", "learned", {"steps": 10_000})]  # the learned table was still on a plateau at 5,000
     tried += [("lsd+places", "sinusoidal", {})]
     tried += [("lsd+places", "learned", {"d_model": 128, "d_ff": 512})]  # the learned table, wider
@@ -8734,15 +8734,15 @@ def addition_pilot() -> list[RunConfig]:
     bidirectional = {"t5_bidirectional": True, "t5_num_buckets": 16, "t5_max_distance": 6}
     tried += [("lsd+places", "t5", bidirectional)]
     # the two untrained position signals, with gradients four times less noisy (Cho et al. use batch 1,000);
-    # T5 at batch 256 was stopped at step 500 of 5,000 (loss still 1.6) once the higher rate below learned
+    # T5 at batch 256 was stopped early, its loss still on the plateau, once the higher rate below learned
     tried += [("lsd+places", "learned", {"batch_size": 256})]
     # the learned table starts at std 0.02 beside token embeddings at std 1: start it on their scale
-    tried += [("lsd+places", "learned", {"position_init_std": 1.0})]  # worse: the loss never leaves 1.6
+    tried += [("lsd+places", "learned", {"position_init_std": 1.0})]  # worse: the loss never leaves its plateau
     # Adam moves a bias by at most lr per step: under cosine decay from 1e-3, about 2.5 logits in
     # 5,000 steps, too little to single out a place. Three times the rate lets T5's biases grow
     tried += [("lsd+places", "t5", {**bidirectional, "lr": 3e-3})]
-    # it holds to 11 digits; at 16 the low digits fail about half the time and EOS almost always: with more far
-    # keys, their share of attention grows. A window of 2 places (the column, the one below, and
+    # it fails past the training sizes, more with length (notebook 11's pilot): with more far keys,
+    # their share of attention grows. A window of 2 places (the column, the one below, and
     # the EOS query's view of the top digits) shows no query more keys at 64 digits than at 8
     tried += [("lsd+places+window", "rope", {}), ("lsd+places+window", "t5", {**bidirectional, "lr": 3e-3})]
     return [addition_run(arm, encoding, **kw) for arm, encoding, kw in tried]
@@ -9386,8 +9386,8 @@ def structured_pilot() -> list[RunConfig]:
 
 
 # The pilot's first choice, the marker alone, trained on seeds 1 and 2 as well: seed 1 stayed on
-# a plateau (training loss about 1.2 from step 1,500 to 5,000) and seed 2 fails the padded
-# families (one operand zero, a much shorter operand, both short) from 8-12 digits on
+# a plateau and seed 2 fails the padded families (one operand zero, a much shorter operand, both
+# short) past the training sizes (notebook 11 shows both)
 STRUCTURED_FIRST: dict[str, Any] = {"top_marker": True}
 # so the second choice: the marker, operands in runs (the pilot's best seed 0) and twice the steps
 STRUCTURED_BEST: dict[str, Any] = {"top_marker": True, "train_task_options": {"operands": "runs"}, "steps": 10_000}
@@ -9520,8 +9520,8 @@ def training_chain_views(n: int = 8, count: int = 20_000, seed: int = 0) -> pd.D
 # digit 0 or 9, one carry among zeros). Each change is tried on seed 0 first (the seed that fails
 # most on zeros and nines), in the order tried: twice the steps, then one layer more; then the
 # training mixture: the wrong digits sit where a carry reaches a column of 0 + 0, which uniform
-# digits show in 1 column of 245 at 8 digits (runs: 1 in 398), so a third of the training sums are
-# sparse (1 in 53 of theirs), a third in runs, a third uniform (`carry_into_zeros` counts them).
+# digits and runs rarely show (`training_carry_views` counts how rarely; notebook 11 prints it), so a
+# third of the training sums are sparse, a third in runs, a third uniform.
 EXACTNESS_TRIES: tuple[dict[str, Any], ...] = (
     {"steps": 20_000},
     {"n_layers": 4},
@@ -9667,7 +9667,7 @@ def planted_scores(
     return table.reindex(index=list(plants), columns=pd.MultiIndex.from_tuples(list(dict.fromkeys(k[1:] for k in out))))
 
 
-# The mixture held every family to 128 digits on seed 0 (notebook 11), so it is the configuration for
+# Of the tries, the mixture held every family on seed 0 (notebook 11's table), so it is the configuration for
 # every seed, trained with room for 256 digits (32 times the longest training size: places to
 # 259, so P = 320, twice the ratio as before) and scored to 256.
 EXACT_BEST: dict[str, Any] = STRUCTURED_BEST | {"train_task_options": {"operands": "mixed"}}
@@ -9681,23 +9681,22 @@ def exact_run(seed: int = 0, **overrides: Any) -> RunConfig:
     )
 
 
-# At 256 digits the mixture missed on one digit pair on two seeds of three (seed 0: {0, 9}, whose
-# columns alternate between passing a carry on and stopping it; seed 1: {5, 9}, whose every column
-# carries), sums that uniform digits show almost never at any length. A fourth way of drawing the
+# At 256 digits the mixture missed on digit pairs (notebook 11's table: pairs whose columns
+# alternate between passing a carry on and stopping it, or whose every column carries), sums that
+# uniform digits show almost never at any length. A fourth way of drawing the
 # training sums, from a small digit set per sum ("mixed-sets"), shows such columns in long chains;
 # tried on seed 0 first, with room for 256 digits as before. It favours what it draws: sums of two
 # or three digit values are no longer beyond every sampler, at the training sizes. On seed 0 it
-# held every family to 256 digits but a number added to itself, far better than the mixture alone
-# (notebook 11's tables), so it is kept and trained on seeds 1 and 2.
+# did better than the mixture alone (notebook 11's tables), so it is kept and trained on seeds 1
+# and 2.
 DIGIT_SETS: dict[str, Any] = {"train_task_options": {"operands": "mixed-sets"}}
 
-# Seed 0's wrong digits on a number added to itself sit almost all in one view: a column 9 + 9
-# whose carry in comes from 8 + 8, itself carried into from 5 + 5 two columns below; planted in
-# random sums, that view alone is sometimes wrong on seed 0, while the same column sums
-# from other digits (9 + 9, 7 + 9, 4 + 6) are always right (`planted_scores`). The carry rule
+# Seed 0's wrong digits on a number added to itself sit in one view, a column whose carry in
+# depends on the column two below; planted in random sums, that view alone is wrong at times
+# while the same column sums from other digits are not (`planted_scores`; notebook 11). The carry rule
 # needs only the column below and the model's own previous digit; a window of 2 places also shows
 # a query the column two below, whose digits then sway its answer. The next try narrows the window
-# to 1 place, which held as two did on the chosen configuration (notebook 11's ablation), on seed 0.
+# to 1 place, which did as well as two on the chosen configuration (notebook 11's ablation), on seed 0.
 DIGIT_SETS_WINDOW_1: dict[str, Any] = {**DIGIT_SETS, "attention_window": 1}
 
 # The views planted in random sums (`planted_scores`), each the top column first: seed 0's view,
