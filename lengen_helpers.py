@@ -10446,25 +10446,56 @@ def plot_structured(
     return fig
 
 
-def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = None, train_max: int = 8):
-    """Exact match against digits (1-64), in four panels, each with the chapter's first recipe
-    (`ADDITION_BEST`: mean of its seeds, the band their range) drawn light for reference, under
-    the other lines, and a legend of its own lines only: (a)
+def addition_length_panels(curves: pd.DataFrame, train_max: int = 8) -> dict[str, pd.DataFrame]:
+    """What `plot_addition_lengths` draws, chosen from `addition_curves`: "best", the chapter's
+    first recipe (`ADDITION_BEST`, every seed); "pilot", the pilot's other arms that learned in
+    distribution (mean over 1-`train_max` digits at least 90%); "encodings", the ablation's runs
+    of the best's recipe with another encoding; "ingredients", its runs of the best's encoding
+    with one ingredient changed, each with a column "what" in words (`ADDITION_ABLATION`)."""
+    arm, enc = ADDITION_BEST
+    best_arm = addition_ingredients(addition_run(arm, enc))
+    is_best = (curves["arm"] == best_arm) & (curves["encoding"] == enc) & (curves["settings"] == "")
+    pilot = curves[(curves["stage"] == "pilot") & ~is_best]
+    inside = pilot[pilot["n"] <= train_max].groupby(["arm", "encoding", "settings"], sort=False)["exact_match"].mean()
+    learned = inside[inside >= 0.9].index
+    pilot = pilot[pilot.set_index(["arm", "encoding", "settings"]).index.isin(learned)]
+    ablation = curves[curves["stage"] == "ablation"]
+    recipe = (ablation["encoding"] != enc) & (ablation["arm"] == best_arm) & (ablation["settings"] == "")
+    words = {}  # an ablation run's (arm, encoding, settings) -> what it changes, in words
+    for what, a, e, kw in ADDITION_ABLATION:
+        cfg = addition_run(a, e, **kw)
+        words[(addition_ingredients(cfg), e, addition_settings(cfg))] = what
+    ingredients = ablation[~recipe]
+    named = [
+        words.get(k, arm_legend(*k)) for k in zip(ingredients["arm"], ingredients["encoding"], ingredients["settings"])
+    ]
+    return {
+        "best": curves[is_best],
+        "pilot": pilot,
+        "encodings": ablation[recipe],
+        "ingredients": ingredients.assign(what=named),
+    }
+
+
+def plot_addition_lengths(
+    panels: Mapping[str, pd.DataFrame], grid, paper_nope: float, path: Path | None = None, train_max: int = 8
+):
+    """Exact match against digits (1-64), in four panels (`addition_length_panels` chooses what
+    each draws), each with the chapter's first recipe (mean of its seeds, the band their range)
+    drawn light for reference, under the other lines, and a legend of its own lines only: (a)
     the pilot's other arms that learned in distribution (dotted: no window); (b) the ten-task
     grid's addition, the mean over its seeds per encoding, with the paper's NoPE figure as one
-    mark at its mean over the test sizes; (c)
-    the ablation's other encodings with the best's recipe; (d) the ablation's changes of one
-    ingredient with the best's encoding, named in words (`ADDITION_ABLATION`) and drawn in
-    colours no encoding takes (they are not encodings), one colour each. (a) and (d) name their
-    lines beside them; one legend below the panels names what every panel shares and the
-    encodings' colours, which (b) and (c) use."""
+    mark at its mean over the test sizes; (c) the ablation's other encodings with the best's
+    recipe; (d) the ablation's changes of one ingredient with the best's encoding, named in
+    words and drawn in colours no encoding takes (they are not encodings), one colour each. (a)
+    and (d) name their lines beside them; one legend below the panels names what every panel
+    shares and the encodings' colours, which (b) and (c) use."""
     arm, enc = ADDITION_BEST
     best_arm = addition_ingredients(addition_run(arm, enc))
     fig, axes = plt.subplots(2, 2, figsize=(16, 10), sharey=True)
     (ax_pilot, ax_grid), (ax_enc, ax_ingredient) = axes
-    is_best = (curves["arm"] == best_arm) & (curves["encoding"] == enc) & (curves["settings"] == "")
-    best = curves[is_best].groupby("n")["exact_match"]
-    seeds = curves[is_best]["seed"].nunique()
+    best = panels["best"].groupby("n")["exact_match"]
+    seeds = panels["best"]["seed"].nunique()
     shared = []
     for ax in axes.flat:
         shared = [  # light and underneath: a line that follows it, as the window of 1 does, stays seen
@@ -10476,12 +10507,7 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
         f"the first recipe, {arm_legend(best_arm, enc)} ({seeds} seeds), in every panel",
         f"longest training size ({train_max} digits)",
     ]
-    pilot = curves[(curves["stage"] == "pilot") & ~is_best]
-    learned = [
-        (a, e, st, g)
-        for (a, e, st), g in pilot.groupby(["arm", "encoding", "settings"], sort=False)
-        if g[g["n"] <= train_max]["exact_match"].mean() >= 0.9  # those that learned in distribution
-    ]
+    learned = [(a, e, st, g) for (a, e, st), g in panels["pilot"].groupby(["arm", "encoding", "settings"], sort=False)]
     # the ingredients every arm drawn shares go to the title; each entry names the rest
     common = set.intersection(*(set(a.split(" + ")) for a, *_ in learned)) if learned else set()
     for a, e, st, g in learned:
@@ -10506,33 +10532,25 @@ def plot_addition_lengths(curves, grid, paper_nope: float, path: Path | None = N
         ha="center",
         fontsize=9,
     )
-    words = {}  # an ablation run's (arm, encoding, settings) -> what it changes, in words
-    for what, a, e, kw in ADDITION_ABLATION:
-        cfg = addition_run(a, e, **kw)
-        words[(addition_ingredients(cfg), e, addition_settings(cfg))] = what
-    ablation = curves[curves["stage"] == "ablation"].groupby(["arm", "encoding", "settings"], sort=False)
-    changed = 0
+    for e, g in panels["encodings"].groupby("encoding", sort=False):  # the recipe kept, the encoding changed
+        ax_enc.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.6)
+        drawn_encodings.add(e)
     styles = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
-    for (a, e, st), g in ablation:
-        if e != enc and a == best_arm and st == "":  # the recipe kept, the encoding changed
-            ax_enc.plot(g["n"], 100 * g["exact_match"], color=encoding_color(e), lw=1.6)
-            drawn_encodings.add(e)
-        else:  # the encoding kept, one ingredient changed: no encoding's colour
-            what = words.get((a, e, st), arm_legend(a, e, st))
-            style, color = styles[changed % len(styles)], ordinal_color(changed)
-            ax_ingredient.plot(
-                g["n"],
-                100 * g["exact_match"],
-                color=color,
-                ls=style,
-                lw=1.8,
-                marker="o^sDv"[changed % 5],
-                ms=4,
-                markevery=0.08,
-                zorder=3,
-                label=what,
-            )  # fmt: skip  (markers: a line on the first recipe's, as the window of 1 is, stays visible)
-            changed += 1
+    changes = panels["ingredients"].groupby(["arm", "encoding", "settings"], sort=False)
+    for changed, (_, g) in enumerate(changes):  # the encoding kept, one ingredient changed: no encoding's colour
+        style, color = styles[changed % len(styles)], ordinal_color(changed)
+        ax_ingredient.plot(
+            g["n"],
+            100 * g["exact_match"],
+            color=color,
+            ls=style,
+            lw=1.8,
+            marker="o^sDv"[changed % 5],
+            ms=4,
+            markevery=0.08,
+            zorder=3,
+            label=g["what"].iloc[0],
+        )  # fmt: skip  (markers: a line on the first recipe's, as the window of 1 is, stays visible)
     titles = {
         ax_pilot: "(a) The pilot's arms that learned in distribution" + (f": {shared_words}" if shared_words else ""),
         ax_grid: "(b) The ten-task grid's addition: the paper's format (mean of its seeds)",

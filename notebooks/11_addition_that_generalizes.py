@@ -136,7 +136,8 @@ if goal["trained"].all():
 
 # %%
 curves, grid = L.addition_curves(), L.ten_task_addition_curves()
-fig = L.plot_addition_lengths(curves, grid, paper_nope, L.FIGURES_DIR / "11_addition_lengths.png")
+panels = L.addition_length_panels(curves)  # what each panel draws: the pilot's learned arms, the ablation's
+fig = L.plot_addition_lengths(panels, grid, paper_nope, L.FIGURES_DIR / "11_addition_lengths.png")
 plt.show()
 
 # %% [markdown]

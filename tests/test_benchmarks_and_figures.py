@@ -336,7 +336,9 @@ def test_figures_keep_one_colour_per_encoding():
     figs.append(L.plot_settings_with_baseline(L.settings_frame(sin), "sinusoidal"))
     figs.append(L.plot_scratchpad_lengths(L.scratchpad_curves(), 0.085))
     paper_nope = L.paper_figures()["ood_exact_match_other_tasks"]["addition"]["nope"]
-    figs.append(L.plot_addition_lengths(L.addition_curves(), L.ten_task_addition_curves(), paper_nope))
+    figs.append(
+        L.plot_addition_lengths(L.addition_length_panels(L.addition_curves()), L.ten_task_addition_curves(), paper_nope)
+    )
     for fig in figs:
         assert_one_colour_per_encoding(fig)
     plt.close("all")

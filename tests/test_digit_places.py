@@ -4,6 +4,7 @@ depend on the answer."""
 
 import dataclasses
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import torch
@@ -421,3 +422,26 @@ def test_far_cost_times_every_size_side_by_side_and_caches_them(tmp_path, monkey
     pd.testing.assert_frame_equal(L.far_cost(cfg, 400, [4, 8], count=2, results_dir=tmp_path, cache=cache), cost)
     with pytest.raises(ValueError, match="distinct and increasing"):
         L.far_cost(cfg, 400, [8, 4], count=2, results_dir=tmp_path, cache=cache)
+
+
+def test_addition_length_panels_choose_what_the_figure_draws():
+    def rows(stage, arm, encoding, inside, seed=0, settings=""):
+        head = {"stage": stage, "arm": arm, "encoding": encoding, "settings": settings, "seed": seed}
+        return [head | {"n": n, "exact_match": inside if n <= 8 else 0.0} for n in (1, 8, 16)]
+
+    arm, enc = L.ADDITION_BEST
+    best = L.addition_ingredients(L.addition_run(arm, enc))
+    curves = pd.DataFrame(
+        rows("pilot", best, enc, 1.0)
+        + rows("pilot", best, enc, 1.0, seed=1)
+        + rows("pilot", "lsd + places", "rope", 0.95)  # learned in distribution: drawn
+        + rows("pilot", "lsd", "nope", 0.5)  # not learned: left out
+        + rows("ablation", best, "alibi", 0.3)  # the recipe, another encoding
+        + rows("ablation", "lsd + places", enc, 0.8)  # the encoding, one ingredient changed
+    )
+    panels = L.addition_length_panels(curves)
+    assert sorted(panels["best"]["seed"].unique()) == [0, 1]
+    assert set(zip(panels["pilot"]["arm"], panels["pilot"]["encoding"])) == {("lsd + places", "rope")}
+    assert set(panels["encodings"]["encoding"]) == {"alibi"}
+    assert set(panels["ingredients"]["encoding"]) == {enc} and panels["ingredients"]["what"].notna().all()
+    plt.close(L.plot_addition_lengths(panels, curves.iloc[:0].assign(encoding=[]), 0.5))

@@ -175,7 +175,9 @@ def test_column_attention_keeps_its_targets_out_of_the_encodings_colours():
 @pytest.mark.results
 def test_addition_lengths_legends_are_short_and_tell_their_lines_apart():
     paper_nope = L.paper_figures()["ood_exact_match_other_tasks"]["addition"]["nope"]
-    fig = L.plot_addition_lengths(L.addition_curves(), L.ten_task_addition_curves(), paper_nope)
+    fig = L.plot_addition_lengths(
+        L.addition_length_panels(L.addition_curves()), L.ten_task_addition_curves(), paper_nope
+    )
     assert len(fig.axes) == 4 and len(fig.legends) == 1  # what every panel shares: said once, below
     assert fig.axes[1].get_legend() is None and fig.axes[2].get_legend() is None  # encodings: named below
     below = [t.get_text() for t in fig.legends[0].get_texts()]
