@@ -32,7 +32,8 @@ names anything defined in a later section:
    16. what moves the cliff            (09: failure anatomy, attention scaling, training interventions)
    17. scratchpads                     (10: a task's steps before its answer, scored on the final answer)
    18. addition that generalizes       (11: digit places as positions, Cho et al. and McLeish et al.)
-   19. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
+   19. one recipe                      (12: aligned positions and a window, from copy to parity)
+   20. command line                    (python -m lengen_helpers train|sweep|bench-train|bench-kv)
 """
 
 from __future__ import annotations
@@ -6426,11 +6427,30 @@ def coupled_sources(task: Task, n: int) -> list[int] | None:
     return [*src, src[-1] + step]
 
 
+# A task whose answer does not walk its prompt may be coupled otherwise: a later chapter registers,
+# for the tasks it knows, the positions their answers take (`register_coupling`).
+COUPLINGS: list[Callable[[Task], Callable[[Batch, Tensor], Batch] | None]] = []
+
+
+def register_coupling(
+    coupling: Callable[[Task], Callable[[Batch, Tensor], Batch] | None],
+) -> Callable[[Task], Callable[[Batch, Tensor], Batch] | None]:
+    """Add a way of coupling positions: `coupling(task)` is a function of (batch, offsets) giving
+    the coupled batch for a task it takes, None for the rest. Returns `coupling`."""
+    COUPLINGS.append(coupling)
+    return coupling
+
+
 def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
     """Position coupling (Cho et al. 2024): each query of the answer (SEP, y_1, .., y_n) takes the
     position of the prompt token whose copy it predicts (`coupled_sources`), so that pointing
     is attending to one's own position, at any length; the prompt keeps its positions. `offsets`
-    are each token's index in its sequence (the positions before any randomizing)."""
+    are each token's index in its sequence (the positions before any randomizing). A task a
+    registered coupling takes (`register_coupling`) is coupled its way."""
+    for coupling in COUPLINGS:
+        couple = coupling(task)
+        if couple is not None:
+            return couple(batch, offsets)
     seg, positions = batch.segments, batch.positions.clone()
     B, T = seg.shape
     row = torch.arange(B)[:, None].expand(B, T)
@@ -6443,7 +6463,10 @@ def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
             break
         sources = coupled_sources(task, n)
         if sources is None:
-            raise ValueError(f"task {task.name!r} cannot couple positions: its answer does not walk its prompt")
+            raise ValueError(
+                f"task {task.key!r} cannot couple positions: its answer does not walk its prompt, and no "
+                "registered coupling takes it (`register_coupling`)"
+            )
         first = task.prompt_length(n) + 1  # SEP's index: the first query of the answer
         mask = (seg >= 0) & (length == L_n) & (offsets >= first) & (offsets <= first + task.answer_length(n))
         source = torch.tensor(sources)[offsets[mask] - first]
@@ -7041,7 +7064,11 @@ class WithScratchpad(Task):
         self, model: DecoderOnlyLM, lengths: Sequence[int], n_per_length: int, seed: int
     ) -> tuple[dict[int, float], dict[str, Any]]:
         """Exact match of the final answer after the model's own steps, and the record's
-        "scratchpad" entry: each of `scratchpad_metrics`' scores per size."""
+        "scratchpad" entry: each of `scratchpad_metrics`' scores per size. A model the caches cannot
+        decode (positions of its own, a window) is scored on the whole answer, steps and all,
+        teacher-forced: what greedy decoding that writes every token right scores."""
+        if _uncached_only(model.config):
+            return exact_match_by_length(model, self, lengths, n_per_length, seed), {}
         extra = scratchpad_metrics(model, self, lengths, n_per_length, seed)
         em = extra.pop("exact_match")
         if not extra:
@@ -10639,7 +10666,158 @@ def addition_beside_cited(
 
 
 # ---------------------------------------------------------------------------------------------
-# 19. Command line
+# 19. One recipe: aligned positions and a local window, from copy to parity (notebook 12)
+# ---------------------------------------------------------------------------------------------
+# Notebook 09's coupled positions and notebook 11's digit places and window share one idea: each
+# output step sits at the position of the input it reads, and sees only a few positions around
+# it, so nothing it computes depends on the length. Here that idea is one configuration for any
+# task whose steps each read one input token: position coupling, generalized. A task whose answer
+# walks its prompt (copy, reverse) is coupled as notebook 09's are; a task that writes its steps
+# first (a scratchpad's step outputs: the parity or the sum so far) puts every token of step s at
+# the position of input s, and the answer at the last input's (`align_steps`). With RoPE the
+# scores read only the difference of two positions, and the window keeps every difference within
+# W: the differences a query meets at any length are those it met in training, so no randomized
+# offset is needed.
+
+
+def align_steps(batch: Batch, offsets: Tensor, task: WithScratchpad) -> Batch:
+    """Each answer token of a scratchpad task at the position of the input its step reads: a token
+    of step s (1 + the step separators before it in the answer) at input s's, and the answer, after
+    the last step, at the last input's. A token's position depends only on the tokens before it,
+    so greedy decoding can give each its position as it is written. `offsets`: each token's index
+    in its sequence; the prompt keeps its positions."""
+    seg, tokens = batch.segments, batch.tokens
+    B, T = seg.shape
+    real = seg >= 0
+    seq, _ = _sequence_index(seg)
+    sep_at = torch.zeros(int(seq.max()) + 1, dtype=torch.long)
+    is_sep = real & (tokens == SEP)
+    sep_at[seq[is_sep]] = offsets[is_sep]
+    answer = real & (offsets > sep_at[seq])
+    separator = answer & (tokens == int(task.encode([STEP_SEPARATOR])[0]))
+    before = separator.long().cumsum(1) - separator.long()  # separators before each token, in its row
+    start_count = torch.zeros_like(sep_at)
+    start_count[seq[is_sep]] = before[is_sep]  # those of earlier sequences in the row
+    inputs = sep_at[seq] - 1  # the sequence's prompt length
+    step = (1 + before - start_count[seq]).clamp(max=inputs).clamp(min=1)
+    row = torch.arange(B)[:, None].expand(B, T)
+    source = torch.arange(T)[None, :] - offsets + step  # the column of input `step` of the token's sequence
+    positions = batch.positions.clone()
+    positions[answer] = batch.positions[row[answer], source[answer]]
+    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
+
+
+# Position coupling, generalized: a scratchpad task's steps coupled to the inputs they read.
+register_coupling(lambda task: functools.partial(align_steps, task=task) if isinstance(task, WithScratchpad) else None)
+
+
+# The recipe, one configuration for every task: RoPE, aligned positions, a window of one position
+# (a step reads its own input and the step before it), the study's model and training otherwise.
+RECIPE: dict[str, Any] = {"position_coupling": True, "attention_window": 1}
+RECIPE_TASKS: dict[str, dict[str, str]] = {  # each task, in the format whose steps the recipe aligns
+    "copy": {},
+    "reverse": {},
+    "parity": {"scratchpad": "o"},
+    "summation": {"scratchpad": "o"},
+}
+RECIPE_SCALE = 10  # scored at every size up to 10 times the longest training size
+
+
+def recipe_run(task: str, seed: int = 0, **overrides: Any) -> RunConfig:
+    """The recipe (`RECIPE`) on `task` (`RECIPE_TASKS`), trained on the task's sizes (copy and
+    reverse 1-16, the paper's tasks 1-8) and scored during training to three times the longest, as
+    the grid is."""
+    if task not in RECIPE_TASKS:
+        raise _unknown("recipe task", task, RECIPE_TASKS)
+    top = get_task(task).train_max_size
+    settings = {"task_options": RECIPE_TASKS[task], "train_max_len": top, "eval_max_len": 3 * top}
+    return make_run(task, "rope", seed, **(settings | RECIPE | overrides))
+
+
+def recipe_study(seeds: Sequence[int] = (0, 1, 2)) -> list[RunConfig]:
+    """The recipe on every task of `RECIPE_TASKS`, seed by seed (all of seed 0 first)."""
+    return [recipe_run(task, seed) for seed in seeds for task in RECIPE_TASKS]
+
+
+RECIPE_DIR = RESULTS_DIR / "recipe"
+
+
+def given_prompts_batch(task: Task, prompts: Tensor, config: ModelConfig) -> Batch:
+    """Sequences of `task` (in its format) on the given prompts ((B, n) token ids) instead of drawn
+    ones, at the positions a model of `config` reads: inputs no sampler favours."""
+    fixed = task_of_key(task.key)  # a fresh task, made to draw the given prompts
+    inner = fixed.inner if isinstance(fixed, WithScratchpad) else fixed  # a scratchpad draws its task's
+    inner.draw_prompts = lambda n, batch_size, generator: prompts  # type: ignore[method-assign]
+    g = torch.Generator().manual_seed(0)
+    batch = single_length_batch(fixed, prompts.shape[1], len(prompts), g)
+    return model_positions(config, batch, g, fixed)
+
+
+def _repeated(task: Task, n: int) -> Tensor:
+    return torch.arange(N_SPECIAL, task.vocab_size)[:, None].expand(-1, n)
+
+
+def _alternating(task: Task, n: int) -> Tensor:
+    pairs = [(a, b) for a in range(N_SPECIAL, task.vocab_size) for b in range(N_SPECIAL, task.vocab_size) if a != b]
+    return torch.tensor([[(a, b)[i % 2] for i in range(n)] for a, b in pairs])
+
+
+def _bits(ones: Callable[[int], Tensor]) -> Callable[[Task, int], Tensor]:
+    return lambda task, n: N_SPECIAL + ones(n).long()
+
+
+def _digits_of(d: int) -> Callable[[Task, int], Tensor]:
+    return lambda task, n: torch.full((1, n), N_SPECIAL + d)
+
+
+# Inputs no sampler favours, per task: (B, n) prompts at size n.
+HARD_INPUTS: dict[str, dict[str, Callable[[Task, int], Tensor]]] = {
+    "copy": {"one symbol repeated (each of 20)": _repeated, "two symbols alternating (each pair)": _alternating},
+    "reverse": {"one symbol repeated (each of 20)": _repeated, "two symbols alternating (each pair)": _alternating},
+    "parity": {
+        "all zeros": _bits(lambda n: torch.zeros(1, n)),
+        "all ones": _bits(lambda n: torch.ones(1, n)),
+        "a single one (at each place)": _bits(lambda n: torch.eye(n)),
+    },
+    "summation": {"all nines": _digits_of(9), "all ones": _digits_of(1)},
+}
+
+
+def plot_aligned_reads(n: int = 6, tasks: Sequence[str] = ("copy", "reverse", "parity"), path: Path | None = None):
+    """What each answer query of the recipe can read (`RECIPE`), one panel per task at size n: a
+    row per query of the answer, a column per token before it, filled where the causal mask and
+    the window over aligned positions let it attend; each token labelled with its position."""
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.2 * len(tasks), 5.6))
+    for ax, name in zip(np.atleast_1d(axes), tasks):
+        cfg = recipe_run(name)
+        task = cfg.make_task()
+        g = torch.Generator().manual_seed(0)
+        batch = model_positions(cfg.model, single_length_batch(task, n, 1, g), g, task)
+        tokens, positions = task.decode(batch.tokens[0].tolist()), batch.positions[0]
+        keys = len(tokens) - 1  # EOS is no query
+        mask = torch.tril(torch.ones(keys, keys, dtype=torch.bool)) & window_mask(
+            positions[:keys], RECIPE["attention_window"]
+        )
+        first = tokens.index("<sep>")
+        ax.imshow(mask[first:].float(), cmap="Blues", vmin=0, vmax=1.4, aspect="auto")
+        words = [f"{t} @{int(p)}" for t, p in zip(tokens, positions.tolist())]
+        ax.set_xticks(range(keys), words[:keys], rotation=90, fontsize=7)
+        ax.set_yticks(
+            range(keys - first), [f"{w} -> {tokens[i + 1]}" for i, w in enumerate(words[first:keys], first)], fontsize=7
+        )
+        ax.set(
+            title=f"{task_title(task.key)}, size {n}",
+            xlabel="key (token @ position)",
+            ylabel="query -> the token it predicts",
+        )
+    fig.suptitle(f"What each answer query reads: aligned positions, a window of {RECIPE['attention_window']} position")
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# 20. Command line
 # ---------------------------------------------------------------------------------------------
 def _int_at_least(low: int) -> Callable[[str], int]:
     """An argparse type: an integer >= low, or argparse's one-line error."""

@@ -386,7 +386,8 @@ def draw_problems(source: str, number: int) -> list[str]:
 def test_each_chapter_notebook_draws_on_its_own_section_the_shared_part_and_at_most_one_more():
     assert [p for number in range(7, 12) for p in draw_problems(SOURCE, number)] == []
     later = SOURCE.replace("def plot_mrr(", "def _moved(", 1) + "\n\ndef plot_mrr(): ...\n"  # into the last section
-    assert draw_problems(later, 7) == ["notebook 07 draws on later section 19: ['plot_mrr']"]
+    last = max(int(m) for m in re.findall(r"^# (\d+)\. ", SOURCE, re.M))
+    assert draw_problems(later, 7) == [f"notebook 07 draws on later section {last}: ['plot_mrr']"]
     apart = SOURCE.replace("def pointer_scores(", "def _moved(", 1).replace(
         "# 14. The paper's other tasks", "def pointer_scores(): ...\n\n\n# 14. The paper's other tasks", 1
     )  # notebook 09 would then draw on two earlier chapters (05's and 07's)
