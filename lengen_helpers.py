@@ -10783,6 +10783,63 @@ HARD_INPUTS: dict[str, dict[str, Callable[[Task, int], Tensor]]] = {
 }
 
 
+RECIPE_COUNT = 128  # random prompts scored per size (one wrong: 99.2%)
+RECIPE_CACHE = RECIPE_DIR / "far.csv"
+RECIPE_CACHE_COLUMNS = ["hash", "draw", "n", "count", "exact_match"]
+
+
+def recipe_sizes(task: str) -> dict[str, list[int]]:
+    """The sizes a recipe run is scored at: every size up to `RECIPE_SCALE` times the longest
+    training size on random prompts, and the longest, twice, five and ten times it on each
+    hard input (`HARD_INPUTS`)."""
+    top = get_task(task).train_max_size
+    return {"random": list(range(1, RECIPE_SCALE * top + 1)), "hard": [top, 2 * top, 5 * top, RECIPE_SCALE * top]}
+
+
+def recipe_scores(
+    configs: Sequence[RunConfig],
+    results_dir: str | Path = RECIPE_DIR,
+    count: int = RECIPE_COUNT,
+    cache: Path | None = RECIPE_CACHE,
+) -> pd.DataFrame:
+    """Exact match (0-1) of the whole answer, per trained run, draw ("random", or a hard input's
+    name) and size (`recipe_sizes`), with how many prompts it scored: one row per (task, seed,
+    draw, n); a run not trained yet has none. Read from `cache` where it holds them, else
+    computed (teacher-forced, at the positions the model reads) and added to it."""
+    known = read_keyed_cache(cache, RECIPE_CACHE_COLUMNS, "recipe-scores")
+    rows, new = [], {}
+    for cfg in configs:
+        path = record_path(results_dir, cfg)
+        if not path.exists():
+            continue
+        model, task = None, cfg.make_task()
+        sizes = recipe_sizes(cfg.task)
+        cells = [("random", n) for n in sizes["random"]] + [
+            (d, n) for d in HARD_INPUTS[cfg.task] for n in sizes["hard"]
+        ]
+        for draw, n in cells:
+            prompts = None if draw == "random" else HARD_INPUTS[cfg.task][draw](task, n)
+            scored = count if prompts is None else len(prompts)
+            key = (cfg.hash, draw, str(n), str(scored))
+            if key not in known | new:
+                model = model if model is not None else load_run_model(cfg, results_dir)
+                if prompts is None:
+                    em = exact_match_by_length(model, task, [n], count, cfg.eval_seed)[n]
+                else:
+                    batch = given_prompts_batch(task, prompts, cfg.model)
+                    with evaluating(model):
+                        parts = [
+                            exact_match_rows(model, _slice_batch(batch, i, i + 256)) for i in range(0, scored, 256)
+                        ]
+                    em = float(torch.cat(parts).float().mean())
+                new[key] = repr(float(em))
+                if cache is not None:  # each cell as it is scored: a stop loses none
+                    write_keyed_cache(cache, RECIPE_CACHE_COLUMNS, known | new)
+            got = float((known | new)[key])
+            rows.append({"task": cfg.task, "seed": cfg.seed, "draw": draw, "n": n, "exact_match": got, "count": scored})
+    return pd.DataFrame(rows, columns=["task", "seed", "draw", "n", "exact_match", "count"])
+
+
 def plot_aligned_reads(n: int = 6, tasks: Sequence[str] = ("copy", "reverse", "parity"), path: Path | None = None):
     """What each answer query of the recipe can read (`RECIPE`), one panel per task at size n: a
     row per query of the answer, a column per token before it, filled where the causal mask and

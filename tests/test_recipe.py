@@ -137,3 +137,21 @@ def test_the_picture_of_what_each_query_reads_has_a_panel_per_task():
     fig = L.plot_aligned_reads(4, ("copy", "parity"))
     assert [ax.get_title() for ax in fig.axes] == ["copy, size 4", "parity (scratchpad-o), size 4"]
     plt.close(fig)
+
+
+def test_recipe_scores_every_size_to_ten_times_and_each_hard_input_once_then_reads_its_cache(tmp_path):
+    tiny = {"steps": 2, "warmup_steps": 1, "batch_size": 4, "eval_per_length": 2, "d_model": 16, "n_heads": 2,
+            "n_layers": 1, "d_ff": 16}  # fmt: skip
+    cfg = L.recipe_run("parity", **tiny)
+    untrained = L.recipe_run("parity", seed=1, **tiny)
+    L.sweep([cfg], results_dir=tmp_path, max_workers=1, progress=False)
+    cache = tmp_path / "far.csv"
+    scores = L.recipe_scores([cfg, untrained], tmp_path, count=2, cache=cache)
+    assert set(scores["seed"]) == {0}  # a run not trained has no rows
+    random = scores[scores["draw"] == "random"]
+    assert list(random["n"]) == list(range(1, 81)) and set(random["count"]) == {2}
+    single = scores[scores["draw"] == "a single one (at each place)"]
+    assert list(single["n"]) == [8, 16, 40, 80] and list(single["count"]) == [8, 16, 40, 80]
+    assert scores["exact_match"].between(0, 1).all()
+    L.weights_path(tmp_path, cfg).unlink()  # the cache alone answers now
+    assert L.recipe_scores([cfg], tmp_path, count=2, cache=cache).equals(scores)
