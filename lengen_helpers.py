@@ -10840,6 +10840,10 @@ def recipe_scores(
     return pd.DataFrame(rows, columns=["task", "seed", "draw", "n", "exact_match", "count"])
 
 
+# What notebook 12 shows: the runs, exact match far past training, the hard inputs, the goal.
+RECIPE_GOAL = 0.99  # exact match at every size up to RECIPE_SCALE times the training maximum, every seed
+
+
 def plot_aligned_reads(n: int = 6, tasks: Sequence[str] = ("copy", "reverse", "parity"), path: Path | None = None):
     """What each answer query of the recipe can read (`RECIPE`), one panel per task at size n: a
     row per query of the answer, a column per token before it, filled where the causal mask and
@@ -10869,6 +10873,74 @@ def plot_aligned_reads(n: int = 6, tasks: Sequence[str] = ("copy", "reverse", "p
         )
     fig.suptitle(f"What each answer query reads: aligned positions, a window of {RECIPE['attention_window']} position")
     fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def recipe_runs(copy_run: float, results_dir: str | Path = RECIPE_DIR) -> pd.DataFrame:
+    """Per recipe run (task, seed): whether trained, its compute in copy runs, exact match in
+    distribution (%, the mean over the training sizes), its last training loss, and the wall time
+    its record holds (minutes, this machine's, with other training beside it)."""
+    rows = []
+    for cfg in recipe_study():
+        path = record_path(Path(results_dir), cfg)
+        rec = read_record(path) if path.exists() else None
+        row = {"task": task_title(cfg.make_task().key), "seed": cfg.seed, "trained": rec is not None}
+        row |= {"copy runs": run_compute_flops(cfg, sample_steps=50) / copy_run}
+        if rec is not None:
+            row |= {"in distribution (%)": 100 * rec["in_distribution_mean"], "last loss": loss_at(rec, cfg.steps)}
+            row |= {"wall (min)": rec["wall_time_s"] / 60}
+        rows.append(row)
+    return pd.DataFrame(rows).set_index(["task", "seed"])
+
+
+def recipe_goal(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per task and seed of `recipe_scores`: the lowest exact match (%) over every size on random
+    prompts and the size where it is lowest (the first), the longest size reached with every size
+    up to it at `RECIPE_GOAL`, the lowest on the hard inputs, and whether the goal is met (every
+    random size and every hard input at `RECIPE_GOAL`)."""
+    rows = []
+    for (task, seed), g in scores.groupby(["task", "seed"], sort=False):
+        random, hard = g[g["draw"] == "random"].sort_values("n"), g[g["draw"] != "random"]
+        low = random.loc[random["exact_match"].idxmin()]
+        below = random[random["exact_match"] < RECIPE_GOAL]["n"]
+        reach = int(below.min()) - 1 if len(below) else int(random["n"].max())
+        rows.append({"task": task, "seed": seed, "sizes to": int(random["n"].max())})
+        rows[-1] |= {"random: lowest (%)": 100 * low["exact_match"], "at size": int(low["n"]), "holds to": reach}
+        rows[-1] |= {"hard: lowest (%)": 100 * hard["exact_match"].min()}
+        rows[-1] |= {"goal": bool(len(below) == 0 and (hard["exact_match"] >= RECIPE_GOAL).all())}
+    return pd.DataFrame(rows).set_index(["task", "seed"])
+
+
+def recipe_hard_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Exact match (%) on each hard input, per task, draw and size: the lowest seed's, with the
+    prompts each scored."""
+    hard = scores[scores["draw"] != "random"]
+    table = hard.groupby(["task", "draw", "n"], sort=False).agg(
+        lowest=("exact_match", "min"), prompts=("count", "first")
+    )
+    table["lowest"] *= 100
+    return table.rename(columns={"lowest": "lowest seed (%)"}).unstack("n")
+
+
+def plot_recipe_lengths(scores: pd.DataFrame, path: Path | None = None):
+    """Exact match (%) against size on random prompts, one panel per task, a line per seed; the
+    longest training size dashed, `RECIPE_GOAL` dotted."""
+    tasks = list(dict.fromkeys(scores["task"]))
+    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.6 * max(1, len(tasks)), 4), sharey=True, squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        random = scores[(scores["task"] == task) & (scores["draw"] == "random")]
+        for seed, g in random.groupby("seed"):
+            ax.plot(g["n"], 100 * g["exact_match"], lw=1.6, color=ordinal_color(seed), label=f"seed {seed}")
+        top = get_task(task).train_max_size
+        ax.axvline(top, color="black", ls="--", lw=1, label=f"longest training size ({top})")
+        ax.axhline(100 * RECIPE_GOAL, color="gray", ls=":", lw=1, label=f"{100 * RECIPE_GOAL:g}%")
+        ax.set(title=task, xlabel="size n", ylim=(-3, 103))
+    axes[0][0].set_ylabel("exact match of the whole answer (%)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
+    fig.suptitle(f"The recipe: exact match to {RECIPE_SCALE}x the longest training size (random prompts)")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     save_figure(fig, path)
     return fig
 

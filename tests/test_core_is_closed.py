@@ -143,7 +143,7 @@ def test_the_mechanisms_call_nothing_of_what_the_notebooks_show():
     assert presentation_references(SOURCE) == []
     parts = presentation_parts(SOURCE)
     shown = set().union(*(names for _, names in parts))
-    assert len(parts) == 9  # notebooks 01-02, 03-04, 05, 07, 08, 09, 10, 11 and the benchmark's figure
+    assert len(parts) == 10  # notebooks 01-02, 03-04, 05, 06, 07, 08, 09, 10, 11 and 12
     assert {"AttentionExplorer", "scratchpad_claims", "structured_goal", "plot_mrr", "checks_table"} <= shown
     assert not {"bootstrap_means", "scratchpad_metrics", "family_exact_match", "train_run", "plot_by_length"} & shown
     planted = SOURCE.replace(

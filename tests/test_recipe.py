@@ -2,6 +2,7 @@
 configuration for copy, reverse and the scratchpad tasks' step outputs."""
 
 import matplotlib.pyplot as plt
+import pandas as pd
 import pytest
 import torch
 
@@ -155,3 +156,21 @@ def test_recipe_scores_every_size_to_ten_times_and_each_hard_input_once_then_rea
     assert scores["exact_match"].between(0, 1).all()
     L.weights_path(tmp_path, cfg).unlink()  # the cache alone answers now
     assert L.recipe_scores([cfg], tmp_path, count=2, cache=cache).equals(scores)
+
+
+def test_recipe_goal_needs_every_size_and_every_hard_input_at_the_goal_and_says_how_far_each_seed_holds():
+    def rows(seed, random, hard):
+        out = [{"task": "parity", "seed": seed, "draw": "random", "n": n, "exact_match": v, "count": 128}
+               for n, v in enumerate(random, 1)]  # fmt: skip
+        return out + [{"task": "parity", "seed": seed, "draw": "all ones", "n": 8, "exact_match": hard, "count": 1}]
+
+    scores = pd.DataFrame(rows(0, [1.0, 1.0, 1.0], 1.0) + rows(1, [1.0, 0.98, 1.0], 1.0) + rows(2, [1.0] * 3, 0.0))
+    goal = L.recipe_goal(scores)
+    assert goal["goal"].tolist() == [True, False, False]
+    assert goal.loc[("parity", 1), "holds to"] == 1 and goal.loc[("parity", 1), "at size"] == 2
+    assert goal.loc[("parity", 0), "holds to"] == 3 and goal.loc[("parity", 2), "hard: lowest (%)"] == 0
+    hard = L.recipe_hard_table(scores)
+    assert hard.loc[("parity", "all ones"), ("lowest seed (%)", 8)] == 0
+    fig = L.plot_recipe_lengths(scores)
+    assert [ax.get_title() for ax in fig.axes] == ["parity"] and len(fig.axes[0].lines) == 3 + 2
+    plt.close(fig)
