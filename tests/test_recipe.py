@@ -70,14 +70,15 @@ def test_copy_is_coupled_as_before_and_a_task_no_coupling_takes_is_refused():
 
 def test_the_recipe_is_one_configuration_and_refuses_what_it_is_not():
     runs = L.recipe_study(seeds=(0,))
-    assert [c.task for c in runs] == list(L.RECIPE_TASKS)
+    assert [c.task for c in runs] == [*L.RECIPE_TASKS, "sorting"] and len(L.recipe_study()) == 3 * 4 + 1
+    runs = runs[:4]
     assert {(c.encoding, c.model.option("position_coupling"), c.model.option("attention_window")) for c in runs} == {
         ("rope", True, 1)
     }
     assert [c.train_max_len for c in runs] == [16, 16, 8, 8] and runs[2].task_options == {"scratchpad": "o"}
     assert [c.eval_max_len for c in runs] == [48, 48, 24, 24]
-    with pytest.raises(ValueError, match="unknown recipe task 'sorting'; valid choices: copy, parity, reverse"):
-        L.recipe_run("sorting")
+    with pytest.raises(ValueError, match="unknown recipe task 'lego'; valid choices: copy, parity, reverse, sorting"):
+        L.recipe_run("lego")
 
 
 def test_an_answer_query_reads_the_same_at_any_length_and_offset():
