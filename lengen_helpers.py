@@ -6451,6 +6451,11 @@ def couple_positions(batch: Batch, offsets: Tensor, task: Task) -> Batch:
         couple = coupling(task)
         if couple is not None:
             return couple(batch, offsets)
+    return couple_walk(batch, offsets, task)
+
+
+def couple_walk(batch: Batch, offsets: Tensor, task: Task) -> Batch:
+    """`couple_positions` for a task whose answer walks its prompt (`coupled_sources`)."""
     seg, positions = batch.segments, batch.positions.clone()
     B, T = seg.shape
     row = torch.arange(B)[:, None].expand(B, T)
@@ -10711,6 +10716,31 @@ def align_steps(batch: Batch, offsets: Tensor, task: WithScratchpad) -> Batch:
 register_coupling(lambda task: functools.partial(align_steps, task=task) if isinstance(task, WithScratchpad) else None)
 
 
+# Where the answer ends. RoPE puts positions into the attention weights only, never into the
+# values: a query whose window holds one symbol repeated reads the same thing wherever it is.
+# Copy's coupling puts the query that predicts EOS one past the last input, where no other token
+# sits, so when the last inputs repeat one symbol, the end looks like the middle. Reverse's end
+# sits at BOS, a token no other position holds. `end="bos"` (an option of copy) puts copy's end
+# there too.
+add_task_option("copy", "end", ("sep", "bos"))
+
+
+def end_at_bos(batch: Batch, offsets: Tensor, task: Task) -> Batch:
+    """Copy coupled (`couple_walk`), but the query that predicts EOS (the answer's last token) at
+    BOS's position."""
+    coupled = couple_walk(batch, offsets, task)
+    seg, positions = batch.segments, coupled.positions.clone()
+    seq, lengths = _sequence_index(seg)
+    B, T = seg.shape
+    last = (seg >= 0) & (offsets == lengths[seq] - 2)  # EOS closes a sequence: the token before it
+    start = (torch.arange(T)[None, :] - offsets).expand(B, T)
+    positions[last] = batch.positions[torch.arange(B)[:, None].expand(B, T)[last], start[last]]
+    return Batch(batch.tokens, positions, batch.segments, batch.loss_mask)
+
+
+register_coupling(lambda task: functools.partial(end_at_bos, task=task) if task.format.get("end") == "bos" else None)
+
+
 # The recipe, one configuration for every task: RoPE, aligned positions, a window of one position
 # (a step reads its own input and the step before it), the study's model and training otherwise.
 RECIPE: dict[str, Any] = {"position_coupling": True, "attention_window": 1}
@@ -10745,6 +10775,7 @@ def recipe_study(seeds: Sequence[int] = (0, 1, 2)) -> list[RunConfig]:
 
 
 RECIPE_DIR = RESULTS_DIR / "recipe"
+register_experiment("one-recipe", recipe_study, under_results(RECIPE_DIR), "12_one_recipe")
 
 
 def given_prompts_batch(task: Task, prompts: Tensor, config: ModelConfig) -> Batch:
@@ -10819,11 +10850,10 @@ def recipe_scores(
             continue
         model, task = None, cfg.make_task()
         sizes = recipe_sizes(cfg.task)
-        cells = [("random", n) for n in sizes["random"]] + [
-            (d, n) for d in HARD_INPUTS[cfg.task] for n in sizes["hard"]
-        ]
+        hard = HARD_INPUTS.get(cfg.task, {})  # the limit has none
+        cells = [("random", n) for n in sizes["random"]] + [(d, n) for d in hard for n in sizes["hard"]]
         for draw, n in cells:
-            prompts = None if draw == "random" else HARD_INPUTS[cfg.task][draw](task, n)
+            prompts = None if draw == "random" else hard[draw](task, n)
             scored = count if prompts is None else len(prompts)
             key = (cfg.hash, draw, str(n), str(scored))
             if key not in known | new:
@@ -10926,6 +10956,12 @@ def recipe_hard_table(scores: pd.DataFrame) -> pd.DataFrame:
     )
     table["lowest"] *= 100
     return table.rename(columns={"lowest": "lowest seed (%)"}).unstack("n")
+
+
+def recipe_cited(path: Path | None = None) -> pd.DataFrame:
+    """The works this chapter's recipe draws on, as each reports its own scale
+    (results/published/recipe_cited.csv, with its sources)."""
+    return pd.read_csv(path or PUBLISHED_DIR / "recipe_cited.csv", comment="#").set_index("study")
 
 
 def plot_recipe_lengths(scores: pd.DataFrame, path: Path | None = None):

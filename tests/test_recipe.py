@@ -175,3 +175,21 @@ def test_recipe_goal_needs_every_size_and_every_hard_input_at_the_goal_and_says_
     fig = L.plot_recipe_lengths(scores)
     assert [ax.get_title() for ax in fig.axes] == ["parity"] and len(fig.axes[0].lines) == 3 + 2
     plt.close(fig)
+
+
+def test_with_one_symbol_repeated_copy_s_end_is_invisible_unless_it_sits_at_bos():
+    """RoPE puts positions into the weights only: a window of one repeated symbol reads the same
+    everywhere, so the query that must predict EOS reads as a middle one, unless a distinct token
+    (BOS) sits at its position. Any weights: the claim is the architecture's."""
+    torch.manual_seed(0)
+    for end, same in (("sep", True), ("bos", False)):
+        cfg = L.make_run("copy", "rope", 0, task_options={"end": end}, **L.RECIPE)
+        model = L.perturb_weights(L.make_model(cfg)).eval()
+        task = cfg.make_task()
+        prompts = L.HARD_INPUTS["copy"]["one symbol repeated (each of 20)"](task, 24)[:1]
+        batch = L.given_prompts_batch(task, prompts, cfg.model)
+        with torch.no_grad():
+            logits = model(batch.inputs, positions=batch.positions[:, :-1])[0]
+        middle, last = logits[25 + 11], logits[25 + 24]  # SEP at 25: the queries predicting y_12 and EOS
+        assert torch.allclose(middle, last, atol=1e-5) == same, end
+    assert L.make_run("copy", "rope", 0, task_options={"end": "sep"}).hash == L.make_run("copy", "rope", 0).hash
