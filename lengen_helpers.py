@@ -10723,6 +10723,7 @@ register_coupling(lambda task: functools.partial(align_steps, task=task) if isin
 # sits at BOS, a token no other position holds. `end="bos"` (an option of copy) puts copy's end
 # there too.
 add_task_option("copy", "end", ("sep", "bos"))
+TASK_OPTION_WORDS["end-bos"] = "its end at BOS"
 
 
 def end_at_bos(batch: Batch, offsets: Tensor, task: Task) -> Batch:
@@ -10745,7 +10746,7 @@ register_coupling(lambda task: functools.partial(end_at_bos, task=task) if task.
 # (a step reads its own input and the step before it), the study's model and training otherwise.
 RECIPE: dict[str, Any] = {"position_coupling": True, "attention_window": 1}
 RECIPE_TASKS: dict[str, dict[str, str]] = {  # each task, in the format whose steps the recipe aligns
-    "copy": {},
+    "copy": {"end": "bos"},
     "reverse": {},
     "parity": {"scratchpad": "o"},
     "summation": {"scratchpad": "o"},
@@ -10766,12 +10767,17 @@ def recipe_run(task: str, seed: int = 0, **overrides: Any) -> RunConfig:
     return make_run(task, "rope", seed, **(settings | RECIPE | overrides))
 
 
+def recipe_first_copy() -> RunConfig:
+    """Copy as notebook 09 couples it, its end one past the last input: the recipe's first try."""
+    return recipe_run("copy", task_options={})
+
+
 def recipe_study(seeds: Sequence[int] = (0, 1, 2)) -> list[RunConfig]:
-    """The recipe on every task of `RECIPE_TASKS`, seed by seed (all of seed 0 first), and its
-    limit tried once (`RECIPE_LIMIT`, seed 0) after seed 0."""
+    """The recipe on every task of `RECIPE_TASKS`, seed by seed (all of seed 0 first); after seed
+    0, what was tried once: its limit (`RECIPE_LIMIT`) and copy's first try (`recipe_first_copy`)."""
     runs = [recipe_run(task, seed) for seed in seeds for task in RECIPE_TASKS]
-    limit = [recipe_run(task, 0) for task in RECIPE_LIMIT] if 0 in seeds else []
-    return runs[: len(RECIPE_TASKS)] + limit + runs[len(RECIPE_TASKS) :]
+    once = [*(recipe_run(task, 0) for task in RECIPE_LIMIT), recipe_first_copy()] if 0 in seeds else []
+    return runs[: len(RECIPE_TASKS)] + once + runs[len(RECIPE_TASKS) :]
 
 
 RECIPE_DIR = RESULTS_DIR / "recipe"
@@ -10839,8 +10845,8 @@ def recipe_scores(
     cache: Path | None = RECIPE_CACHE,
 ) -> pd.DataFrame:
     """Exact match (0-1) of the whole answer, per trained run, draw ("random", or a hard input's
-    name) and size (`recipe_sizes`), with how many prompts it scored: one row per (task, seed,
-    draw, n); a run not trained yet has none. Read from `cache` where it holds them, else
+    name) and size (`recipe_sizes`), with how many prompts it scored: one row per (task in its
+    format, seed, draw, n); a run not trained yet has none. Read from `cache` where it holds them, else
     computed (teacher-forced, at the positions the model reads) and added to it."""
     known = read_keyed_cache(cache, RECIPE_CACHE_COLUMNS, "recipe-scores")
     rows, new = [], {}
@@ -10871,7 +10877,7 @@ def recipe_scores(
                 if cache is not None:  # each cell as it is scored: a stop loses none
                     write_keyed_cache(cache, RECIPE_CACHE_COLUMNS, known | new)
             got = float((known | new)[key])
-            rows.append({"task": cfg.task, "seed": cfg.seed, "draw": draw, "n": n, "exact_match": got, "count": scored})
+            rows.append({"task": task.key, "seed": cfg.seed, "draw": draw, "n": n, "exact_match": got, "count": scored})
     return pd.DataFrame(rows, columns=["task", "seed", "draw", "n", "exact_match", "count"])
 
 
@@ -10973,10 +10979,10 @@ def plot_recipe_lengths(scores: pd.DataFrame, path: Path | None = None):
         random = scores[(scores["task"] == task) & (scores["draw"] == "random")]
         for seed, g in random.groupby("seed"):
             ax.plot(g["n"], 100 * g["exact_match"], lw=1.6, color=ordinal_color(seed), label=f"seed {seed}")
-        top = get_task(task).train_max_size
+        top = task_of_key(task).train_max_size
         ax.axvline(top, color="black", ls="--", lw=1, label=f"longest training size ({top})")
         ax.axhline(100 * RECIPE_GOAL, color="gray", ls=":", lw=1, label=f"{100 * RECIPE_GOAL:g}%")
-        ax.set(title=task, xlabel="size n", ylim=(-3, 103))
+        ax.set(title=task_title(task), xlabel="size n", ylim=(-3, 103))
     axes[0][0].set_ylabel("exact match of the whole answer (%)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)

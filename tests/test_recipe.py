@@ -70,7 +70,8 @@ def test_copy_is_coupled_as_before_and_a_task_no_coupling_takes_is_refused():
 
 def test_the_recipe_is_one_configuration_and_refuses_what_it_is_not():
     runs = L.recipe_study(seeds=(0,))
-    assert [c.task for c in runs] == [*L.RECIPE_TASKS, "sorting"] and len(L.recipe_study()) == 3 * 4 + 1
+    assert [c.task for c in runs] == [*L.RECIPE_TASKS, "sorting", "copy"] and len(L.recipe_study()) == 3 * 4 + 2
+    assert runs[0].task_options == {"end": "bos"} and runs[-1].task_options == {}  # copy's first try: end at SEP's
     runs = runs[:4]
     assert {(c.encoding, c.model.option("position_coupling"), c.model.option("attention_window")) for c in runs} == {
         ("rope", True, 1)
@@ -137,7 +138,7 @@ def test_hard_inputs_are_the_inputs_they_name_and_score_as_any_batch():
 
 def test_the_picture_of_what_each_query_reads_has_a_panel_per_task():
     fig = L.plot_aligned_reads(4, ("copy", "parity"))
-    assert [ax.get_title() for ax in fig.axes] == ["copy, size 4", "parity (scratchpad-o), size 4"]
+    assert [ax.get_title() for ax in fig.axes] == ["copy (its end at BOS), size 4", "parity (scratchpad-o), size 4"]
     plt.close(fig)
 
 
