@@ -10964,6 +10964,35 @@ def recipe_hard_table(scores: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns={"lowest": "lowest seed (%)"}).unstack("n")
 
 
+def longest_repeat(prompts: Tensor) -> Tensor:
+    """(B,): the longest stretch of one symbol repeated in each prompt (B, n)."""
+    same = torch.cat([torch.zeros(len(prompts), 1, dtype=torch.bool), prompts[:, 1:] == prompts[:, :-1]], dim=1)
+    longest = torch.ones(len(prompts), dtype=torch.long)
+    current = torch.ones(len(prompts), dtype=torch.long)
+    for j in range(1, prompts.shape[1]):
+        current = torch.where(same[:, j], current + 1, torch.ones_like(current))
+        longest = torch.maximum(longest, current)
+    return longest
+
+
+def copy_misses(cfg: RunConfig, sizes: Sequence[int], repeat: int = 4, count: int = RECIPE_COUNT) -> pd.DataFrame:
+    """Per size, on the random prompts `recipe_scores` scores: how many of a copy run's answers
+    are wrong, and how many of the prompts, and of the wrong ones, hold one symbol repeated at
+    least `repeat` times in a row (a window that sees one symbol reads the same anywhere)."""
+    model, task = load_run_model(cfg, RECIPE_DIR), cfg.make_task()
+    rows = []
+    with evaluating(model):
+        for n in sizes:
+            batch = evaluation_batch(task, n, count, cfg.eval_seed, cfg.model)
+            wrong = ~exact_match_rows(model, batch)
+            long = longest_repeat(batch.tokens[:, 1 : n + 1]) >= repeat  # BOS is column 0
+            rows.append(
+                {"n": n, "prompts": count, "wrong": int(wrong.sum()), f"with a run of {repeat}": int(long.sum())}
+            )
+            rows[-1] |= {f"wrong, with a run of {repeat}": int((wrong & long).sum())}
+    return pd.DataFrame(rows).set_index("n")
+
+
 def recipe_cited(path: Path | None = None) -> pd.DataFrame:
     """The works this chapter's recipe draws on, as each reports its own scale
     (results/published/recipe_cited.csv, with its sources)."""

@@ -194,3 +194,8 @@ def test_with_one_symbol_repeated_copy_s_end_is_invisible_unless_it_sits_at_bos(
         middle, last = logits[25 + 11], logits[25 + 24]  # SEP at 25: the queries predicting y_12 and EOS
         assert torch.allclose(middle, last, atol=1e-5) == same, end
     assert L.make_run("copy", "rope", 0, task_options={"end": "sep"}).hash == L.make_run("copy", "rope", 0).hash
+
+
+def test_longest_repeat_counts_the_longest_stretch_of_one_symbol():
+    prompts = torch.tensor([[1, 2, 3, 4], [5, 5, 6, 6], [7, 7, 7, 8], [9, 9, 9, 9]])
+    assert L.longest_repeat(prompts).tolist() == [1, 2, 3, 4]
