@@ -10956,12 +10956,13 @@ def recipe_goal(scores: pd.DataFrame) -> pd.DataFrame:
 def recipe_hard_table(scores: pd.DataFrame) -> pd.DataFrame:
     """Exact match (%) on each hard input, per task, draw and size: the lowest seed's, with the
     prompts each scored."""
-    hard = scores[scores["draw"] != "random"]
+    hard = scores[scores["draw"] != "random"].assign(task=lambda f: f["task"].map(task_title))
     table = hard.groupby(["task", "draw", "n"], sort=False).agg(
         lowest=("exact_match", "min"), prompts=("count", "first")
     )
     table["lowest"] *= 100
-    return table.rename(columns={"lowest": "lowest seed (%)"}).unstack("n")
+    table["prompts"] = table["prompts"].astype("Int64")
+    return table.rename(columns={"lowest": "lowest seed (%)"}).unstack("n").sort_index(axis=1)
 
 
 def longest_repeat(prompts: Tensor) -> Tensor:
@@ -11000,23 +11001,32 @@ def recipe_cited(path: Path | None = None) -> pd.DataFrame:
 
 
 def plot_recipe_lengths(scores: pd.DataFrame, path: Path | None = None):
-    """Exact match (%) against size on random prompts, one panel per task, a line per seed; the
-    longest training size dashed, `RECIPE_GOAL` dotted."""
+    """Exact match (%) against size on random prompts, one panel per task (in its format), a line
+    per seed, the seeds drawn thick to thin so that lines that coincide stay seen; the longest
+    training size dashed, `RECIPE_GOAL` dotted."""
     tasks = list(dict.fromkeys(scores["task"]))
-    fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(4.6 * max(1, len(tasks)), 4), sharey=True, squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    cols = min(3, max(1, len(tasks)))
+    rows = -(-len(tasks) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows + 0.8), sharey=True, squeeze=False)
+    styles = [{"lw": 5, "alpha": 0.45}, {"lw": 2.4, "ls": "--"}, {"lw": 1.2, "ls": ":"}]
+    for ax, task in zip(axes.flat, tasks):
         random = scores[(scores["task"] == task) & (scores["draw"] == "random")]
         for seed, g in random.groupby("seed"):
-            ax.plot(g["n"], 100 * g["exact_match"], lw=1.6, color=ordinal_color(seed), label=f"seed {seed}")
+            style = styles[seed % len(styles)]
+            ax.plot(g["n"], 100 * g["exact_match"], color=ordinal_color(seed), label=f"seed {seed}", **style)
         top = task_of_key(task).train_max_size
-        ax.axvline(top, color="black", ls="--", lw=1, label=f"longest training size ({top})")
+        ax.axvline(top, color="black", ls="--", lw=1, label="longest training size")
         ax.axhline(100 * RECIPE_GOAL, color="gray", ls=":", lw=1, label=f"{100 * RECIPE_GOAL:g}%")
-        ax.set(title=task_title(task), xlabel="size n", ylim=(-3, 103))
-    axes[0][0].set_ylabel("exact match of the whole answer (%)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9)
-    fig.suptitle(f"The recipe: exact match to {RECIPE_SCALE}x the longest training size (random prompts)")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+        ax.set(title=f"{task_title(task)}: trained to {top}", xlabel="size n", ylim=(-3, 103))
+    for ax in axes.flat[len(tasks) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("exact match, whole answer (%)")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    by_label = dict(zip(labels, handles))
+    fig.legend(by_label.values(), by_label.keys(), loc="lower center", ncol=len(by_label), fontsize=9)
+    fig.suptitle(f"Exact match to {RECIPE_SCALE}x the longest training size, random prompts (128 a size)")
+    fig.tight_layout(rect=(0, 0.7 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig
 
