@@ -4,6 +4,7 @@ editing it."""
 
 import ast
 import dataclasses
+import functools
 import io
 import re
 import tokenize
@@ -128,14 +129,16 @@ def presentation_references(source: str) -> list[str]:
     """'line:where -> name' for each name that a definition above a chapter's part of tables,
     figures and verdicts uses and only that part defines: a chapter's mechanism and its runs (and
     everything before them) never call what its notebook shows."""
+    used = [
+        (node, {sub.id for sub in ast.walk(node) if isinstance(sub, ast.Name)}) for node in ast.parse(source).body[1:]
+    ]
     found = []
     for start, shown in presentation_parts(source):
-        for node in ast.parse(source).body[1:]:
+        for node, names in used:
             if node.lineno >= start:
                 break
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Name) and sub.id in shown:
-                    found.append(f"{node.lineno}:{getattr(node, 'name', type(node).__name__)} -> {sub.id}")
+            where = getattr(node, "name", type(node).__name__)
+            found += [f"{node.lineno}:{where} -> {name}" for name in sorted(names & shown)]
     return found
 
 
@@ -358,11 +361,16 @@ def forward_references(source: str) -> list[str]:
     return sorted(set(found))
 
 
+@functools.lru_cache(maxsize=4)
+def defined_sections(source: str) -> tuple[dict[str, int], Callable[[int], int]]:
+    """The module's first definitions (name -> line) and its section of a line, parsed once."""
+    return first_definitions(ast.parse(source)), section_of(source)
+
+
 def notebook_sections(source: str, notebook: Path) -> dict[int, list[str]]:
     """The module sections past the core (9 on) that a notebook draws on: for each, the names of
     its definitions that the notebook uses (`L.name`)."""
-    tree, section = ast.parse(source), section_of(source)
-    first = first_definitions(tree)
+    first, section = defined_sections(source)
     drawn: dict[int, list[str]] = {}
     for name in sorted(set(re.findall(r"\bL\.(\w+)", notebook.read_text()))):
         if name in first and section(first[name]) > 8:
