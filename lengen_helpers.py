@@ -2144,6 +2144,12 @@ def register_experiment(name: str, runs: Callable[[], list[RunConfig]], folder: 
     return EXPERIMENTS[name]
 
 
+def register_experiments(notebook: str, rows: Iterable[tuple[str, Callable[[], list[RunConfig]], str]]) -> None:
+    """`register_experiment` for each (name, runs, folder) of one notebook's experiments, in order."""
+    for name, runs, folder in rows:
+        register_experiment(name, runs, folder, notebook)
+
+
 def experiment(name: str) -> Experiment:
     """The registered experiment `name` (a ValueError naming the valid ones otherwise)."""
     if name not in EXPERIMENTS:
@@ -5218,26 +5224,27 @@ def paper_test_accuracy(tasks: Sequence[str]):
     )
 
 
-PAPER_TASK_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str]] = [
-    ("paper-tasks", paper_tasks_runs, "."),
-    *[(task, functools.partial(paper_split_runs, task), ".") for task in (*PAPER_TASKS, "scan", "pcfg")],
-    *[
-        (f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".")
-        for task, steps in LONGER_STEPS.items()
+register_experiments(  # each: its name (`sweep --grid NAME`), its runs, its folder under results/
+    "07_paper_tasks",
+    [
+        ("paper-tasks", paper_tasks_runs, "."),
+        *[(task, functools.partial(paper_split_runs, task), ".") for task in (*PAPER_TASKS, "scan", "pcfg")],
+        *[
+            (f"{task}-longer", functools.partial(paper_split_runs, task, steps=steps), ".")
+            for task, steps in LONGER_STEPS.items()
+        ],
+        ("ten-task-pilot", ten_task_pilot, "pilots"),
+        *[
+            (f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".")
+            for task, (shape, _) in CHOSEN_SHAPES.items()
+        ],
+        *[(f"{task}-pilot", functools.partial(second_pilot, task), "pilots") for task in SECOND_PILOT],
+        ("pcfg-deep", pcfg_deep_runs, "."),
+        ("lego-width", lego_width, "pilots"),
+        ("lego-pre-norm", lego_pre_norm, "pilots"),
+        ("lego-pre-norm-8", functools.partial(lego_pre_norm, 8), "pilots"),
     ],
-    ("ten-task-pilot", ten_task_pilot, "pilots"),
-    *[
-        (f"{task}-{shape}", functools.partial(chosen_shape_runs, task), ".")
-        for task, (shape, _) in CHOSEN_SHAPES.items()
-    ],
-    *[(f"{task}-pilot", functools.partial(second_pilot, task), "pilots") for task in SECOND_PILOT],
-    ("pcfg-deep", pcfg_deep_runs, "."),
-    ("lego-width", lego_width, "pilots"),
-    ("lego-pre-norm", lego_pre_norm, "pilots"),
-    ("lego-pre-norm-8", functools.partial(lego_pre_norm, 8), "pilots"),
-]
-for row in PAPER_TASK_EXPERIMENTS:  # name (`sweep --grid NAME`), runs, folder under results/
-    register_experiment(*row, "07_paper_tasks")
+)
 
 
 # What notebook 07 shows: tables, figures and verdicts.
@@ -8196,18 +8203,19 @@ def scoring_ood(scoring, cfg: RunConfig, column: str = "ours") -> float:
     return 100 * _pooled(em, sizes, cfg.make_task().size_weights(sizes), cfg.eval_per_length)[0]
 
 
-SCRATCHPAD_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str]] = [
-    ("scratchpad-pilot", scratchpad_pilot, under_results(SCRATCHPAD_DIR)),
-    ("scratchpad-addition", scratchpad_addition, under_results(SCRATCHPAD_DIR)),
-    ("scratchpad-tasks", scratchpad_tasks, under_results(SCRATCHPAD_DIR)),
-    ("scratchpad-components", scratchpad_components, under_results(SCRATCHPAD_DIR)),
-    ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR)),
-    ("scratchpad-pre-norm-pilot", scratchpad_pre_norm_pilot, under_results(SCRATCHPAD_DIR)),
-    ("scratchpad-pre-norm", scratchpad_pre_norm, under_results(SCRATCHPAD_DIR)),
-    ("scratchpad-pre-norm-longer", scratchpad_pre_norm_longer, under_results(SCRATCHPAD_DIR)),
-]
-for row in SCRATCHPAD_EXPERIMENTS:  # name (`sweep --grid NAME`), runs, folder under results/
-    register_experiment(*row, "10_scratchpads")
+register_experiments(  # each: its name (`sweep --grid NAME`), its runs, its folder under results/
+    "10_scratchpads",
+    [
+        ("scratchpad-pilot", scratchpad_pilot, under_results(SCRATCHPAD_DIR)),
+        ("scratchpad-addition", scratchpad_addition, under_results(SCRATCHPAD_DIR)),
+        ("scratchpad-tasks", scratchpad_tasks, under_results(SCRATCHPAD_DIR)),
+        ("scratchpad-components", scratchpad_components, under_results(SCRATCHPAD_DIR)),
+        ("scratchpad-lower-lr", scratchpad_lower_lr, under_results(SCRATCHPAD_DIR)),
+        ("scratchpad-pre-norm-pilot", scratchpad_pre_norm_pilot, under_results(SCRATCHPAD_DIR)),
+        ("scratchpad-pre-norm", scratchpad_pre_norm, under_results(SCRATCHPAD_DIR)),
+        ("scratchpad-pre-norm-longer", scratchpad_pre_norm_longer, under_results(SCRATCHPAD_DIR)),
+    ],
+)
 
 
 # What notebook 10 shows: tables, figures and verdicts.
@@ -9978,14 +9986,15 @@ def arm_legend(arm: str, encoding: str, settings: str = "") -> str:
     return f"{encoding_title(encoding)}: {', '.join(words)}" + (f" ({settings})" if settings else "")
 
 
-ADDITION_EXPERIMENTS: list[tuple[str, Callable[[], list[RunConfig]], str]] = [
-    ("addition-pilot", addition_pilot, under_results(ADDITION_DIR)),
-    ("addition-places", addition_study, under_results(ADDITION_DIR)),
-    ("addition-structured", structured_study, under_results(ADDITION_DIR)),
-    ("addition-exact", exactness_study, under_results(ADDITION_DIR)),
-]
-for row in ADDITION_EXPERIMENTS:  # name (`sweep --grid NAME`), runs, folder under results/
-    register_experiment(*row, "11_addition_that_generalizes")
+register_experiments(  # each: its name (`sweep --grid NAME`), its runs, its folder under results/
+    "11_addition_that_generalizes",
+    [
+        ("addition-pilot", addition_pilot, under_results(ADDITION_DIR)),
+        ("addition-places", addition_study, under_results(ADDITION_DIR)),
+        ("addition-structured", structured_study, under_results(ADDITION_DIR)),
+        ("addition-exact", exactness_study, under_results(ADDITION_DIR)),
+    ],
+)
 
 
 # What notebook 11 shows: tables, figures and verdicts.
@@ -10849,7 +10858,7 @@ def recipe_scores(
     format, seed, draw, n); a run not trained yet has none. Read from `cache` where it holds them, else
     computed (teacher-forced, at the positions the model reads) and added to it."""
     known = read_keyed_cache(cache, RECIPE_CACHE_COLUMNS, "recipe-scores")
-    rows, new = [], {}
+    rows = []
     for cfg in configs:
         path = record_path(results_dir, cfg)
         if not path.exists():
@@ -10862,7 +10871,7 @@ def recipe_scores(
             prompts = None if draw == "random" else hard[draw](task, n)
             scored = count if prompts is None else len(prompts)
             key = (cfg.hash, draw, str(n), str(scored))
-            if key not in known | new:
+            if key not in known:
                 model = model if model is not None else load_run_model(cfg, results_dir)
                 if prompts is None:
                     em = exact_match_by_length(model, task, [n], count, cfg.eval_seed)[n]
@@ -10873,10 +10882,10 @@ def recipe_scores(
                             exact_match_rows(model, _slice_batch(batch, i, i + 256)) for i in range(0, scored, 256)
                         ]
                     em = float(torch.cat(parts).float().mean())
-                new[key] = repr(float(em))
+                known[key] = repr(float(em))
                 if cache is not None:  # each cell as it is scored: a stop loses none
-                    write_keyed_cache(cache, RECIPE_CACHE_COLUMNS, known | new)
-            got = float((known | new)[key])
+                    write_keyed_cache(cache, RECIPE_CACHE_COLUMNS, known)
+            got = float(known[key])
             rows.append({"task": task.key, "seed": cfg.seed, "draw": draw, "n": n, "exact_match": got, "count": scored})
     return pd.DataFrame(rows, columns=["task", "seed", "draw", "n", "exact_match", "count"])
 
@@ -10976,21 +10985,23 @@ def longest_repeat(prompts: Tensor) -> Tensor:
     return longest
 
 
-def copy_misses(cfg: RunConfig, sizes: Sequence[int], repeat: int = 4, count: int = RECIPE_COUNT) -> pd.DataFrame:
+def copy_misses(
+    cfg: RunConfig, sizes: Sequence[int], repeats: Sequence[int] = (3, 4), count: int = RECIPE_COUNT
+) -> pd.DataFrame:
     """Per size, on the random prompts `recipe_scores` scores: how many of a copy run's answers
-    are wrong, and how many of the prompts, and of the wrong ones, hold one symbol repeated at
-    least `repeat` times in a row (a window that sees one symbol reads the same anywhere)."""
+    are wrong, and for each k in `repeats`, how many of the prompts, and of the wrong ones, hold one
+    symbol repeated at least k times in a row (a window that sees one symbol reads the same anywhere)."""
     model, task = load_run_model(cfg, RECIPE_DIR), cfg.make_task()
     rows = []
     with evaluating(model):
         for n in sizes:
             batch = evaluation_batch(task, n, count, cfg.eval_seed, cfg.model)
             wrong = ~exact_match_rows(model, batch)
-            long = longest_repeat(batch.tokens[:, 1 : n + 1]) >= repeat  # BOS is column 0
-            rows.append(
-                {"n": n, "prompts": count, "wrong": int(wrong.sum()), f"with a run of {repeat}": int(long.sum())}
-            )
-            rows[-1] |= {f"wrong, with a run of {repeat}": int((wrong & long).sum())}
+            longest = longest_repeat(batch.tokens[:, 1 : n + 1])  # BOS is column 0
+            rows.append({"n": n, "prompts": count, "wrong": int(wrong.sum())})
+            for k in repeats:
+                rows[-1] |= {f"with a run of {k}": int((longest >= k).sum())}
+                rows[-1] |= {f"wrong, with a run of {k}": int((wrong & (longest >= k)).sum())}
     return pd.DataFrame(rows).set_index("n")
 
 
