@@ -7757,12 +7757,14 @@ def scratchpad_task_effect(
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
-# Experiment 1 at both learning rates, judged from its seeds: a pair is compared only where both
-# arms learn addition in distribution (`learned_bar`); an effect is the spread of the compared
-# pairs' differences over seeds (per encoding), and across encodings an exact sign-flip test over
-# every compared pair (one-sided, at most `SCRATCHPAD_ALPHA`). A claim holds here only where both
-# agree. Test sampling (the standard error of one run's 256 sums a size) is shown, not judged.
+# Experiment 1, judged from its seeds: a pair is compared only where both arms learn addition in
+# distribution (`learned_bar`); an effect is the spread of the compared pairs' differences over
+# seeds (per encoding), and across encodings an exact two-sided sign-flip test over every compared
+# pair (p at most `SCRATCHPAD_ALPHA`). A claim holds here only where both agree, and a claim for
+# every encoding is testable only where each has `SCRATCHPAD_MIN_PAIRS` compared pairs. Test
+# sampling (the standard error of one run's 256 sums a size) is shown, not judged.
 SCRATCHPAD_ALPHA = 0.05
+SCRATCHPAD_MIN_PAIRS = 2
 
 
 def scratchpad_rates() -> tuple[float, float]:
@@ -7832,24 +7834,6 @@ def learned_at_each_rate(pairs, learned_bar: float = 0.9):
         rows.append({"arm": arm, "pairs": len(wide)} | {f"learned at {lr:g}": int(wide[lr].sum()) for lr in rates})
         rows[-1] |= {f"only at {rates[0]:g}": only_first, f"only at {rates[1]:g}": only_second, "sign test p": p}
     return pd.DataFrame(rows).set_index("arm")
-
-
-def compared_by_seed(pairs):
-    """`rate_pair_table` rows of every rate, one per (encoding, seed) compared at some rate: its
-    out-of-distribution difference (points), the mean over the rates at which its pair is compared
-    (named in "rates"), so that each seed counts once in `seed_effects` and `claim_every_encoding`."""
-    got = pairs[pairs["status"] == "compared"]
-    rows = [
-        {
-            "encoding": enc,
-            "seed": seed,
-            "status": "compared",
-            "rates": ", ".join(f"{lr:g}" for lr in g["learning rate"]),
-        }
-        | {"OOD difference (points)": g["OOD difference (points)"].mean()}
-        for (enc, seed), g in got.groupby(["encoding", "seed"], sort=False)
-    ]
-    return pd.DataFrame(rows, columns=["encoding", "seed", "status", "rates", "OOD difference (points)"])
 
 
 def rate_loss_curves(
@@ -8278,23 +8262,23 @@ def scratchpad_format_table(
     )
 
 
-def scratchpad_claims(pairs, task_effect, formats, encodings: Sequence[str] = PAPER_ENCODINGS):
+def scratchpad_claims(chosen, pairs, task_effect, formats, encodings: Sequence[str] = PAPER_ENCODINGS):
     """The paper's three scratchpad claims, each judged from the tables above it ("holds here",
-    "does not hold here", "not distinguishable here", or "not trained yet"), with the numbers
-    that decide it. `pairs`: `rate_pair_table` rows of one learning rate or more (the first claim
-    is judged on the paper's five encodings by `claim_every_encoding`, each seed once: its
-    compared rates averaged by `compared_by_seed`); `task_effect`: `scratchpad_task_effect`;
-    `formats`: `scratchpad_format_table`, whose one-seed differences are set against how far the
-    learned step-output runs' seeds of one encoding lie apart at one rate."""
+    "does not hold here", "not testable here for ...", "not distinguishable here", or "not trained
+    yet"), with the numbers that decide it. `chosen`: `chosen_pair_table` (the first claim is
+    judged on the paper's five encodings by `claim_every_encoding`, each arm at the setting
+    validation picks); `pairs`: `rate_pair_table` rows of one learning rate or more;
+    `task_effect`: `scratchpad_task_effect`; `formats`: `scratchpad_format_table`, whose one-seed
+    differences are set against how far the learned step-output runs' seeds of one encoding lie
+    apart at one rate (`pairs`)."""
     rows = []
     # 1. Addition, every encoding: pairs where both arms learned, judged from their seeds.
-    trained = pairs[(pairs["status"] != "not trained yet") & pairs["encoding"].isin(encodings)]
+    trained = chosen[(chosen["status"] != "not trained yet") & chosen["encoding"].isin(encodings)]
     if trained.empty:
         here, why = "not trained yet", "no pair trained"
     else:
-        here, why = claim_every_encoding(compared_by_seed(pairs), encodings)
-        rates = ", ".join(f"{lr:g}" for lr in pairs["learning rate"].unique())
-        why = f"at lr {rates}, each seed once: " + why.replace("pairs compared", "seeds compared")
+        here, why = claim_every_encoding(chosen, encodings)
+        why = "each arm at the setting validation picks: " + why
     rows.append({"claim": "a scratchpad helps addition, for every encoding", "here": here, "numbers": why})
     # 2. Not on the other tasks: only runs learned with and without the scratchpad are ranked.
     ranked = task_effect[task_effect["verdict"].isin(["helps", "no measurable gain", "hurts"])]
@@ -8357,32 +8341,106 @@ def rate_pair_table(
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
-def claim_every_encoding(pairs, encodings: Sequence[str] = PAPER_ENCODINGS, alpha: float = SCRATCHPAD_ALPHA):
+def claim_every_encoding(
+    pairs,
+    encodings: Sequence[str] = PAPER_ENCODINGS,
+    alpha: float = SCRATCHPAD_ALPHA,
+    min_pairs: int = SCRATCHPAD_MIN_PAIRS,
+):
     """The paper's claim that the step outputs help addition for every encoding, judged on the
-    compared pairs of `encodings` at one learning rate (`rate_pair_table` rows): "holds here" where
-    every encoding has a compared pair, each encoding's compared differences are all above 0, and
-    the exact sign-flip test over every compared pair gives p at most `alpha`; "does not hold here"
-    where an encoding's two or more compared pairs are all at or below 0, or the test in the other
-    direction gives p at most `alpha`; else "not distinguishable here". Returns (verdict, numbers)."""
+    compared pairs of `encodings` (rows of one setting per pair: `rate_pair_table` at one rate, or
+    `chosen_pair_table`), with the exact two-sided sign-flip test over every compared pair:
+    "does not hold here" where an encoding's `min_pairs` or more compared pairs are all at or
+    below 0, or the test gives p at most `alpha` with the differences' sum below 0; else "not
+    testable here for ..." naming the encodings with fewer than `min_pairs` compared pairs; else
+    "holds here" where every encoding's compared differences are all above 0 and the test gives p
+    at most `alpha`; else "not distinguishable here". Returns (verdict, numbers)."""
     compared = pairs[(pairs["status"] == "compared") & pairs["encoding"].isin(encodings)]
     d = compared["OOD difference (points)"].to_numpy()
-    if not len(d):
-        return "not distinguishable here", "no pair compared"
-    p_up, p_down = sign_flip_p(d), sign_flip_p(-d)
     per = {e: compared.loc[compared["encoding"] == e, "OOD difference (points)"] for e in encodings}
-    every = all(len(v) and (v > 0).all() for v in per.values())
-    against = [encoding_title(e) for e, v in per.items() if len(v) >= 2 and (v <= 0).all()]
-    numbers = (
-        f"{len(d)} pairs compared, {int((d > 0).sum())} above 0; sign-flip p {p_up:.3f} (helps), {p_down:.3f} (hurts)"
-    )
+    short = [encoding_title(e) for e, v in per.items() if len(v) < min_pairs]
+    if not len(d):
+        return f"not testable here for {', '.join(short)}", "no pair compared"
+    p = sign_flip_p(d, two_sided=True)
+    against = [encoding_title(e) for e, v in per.items() if len(v) >= min_pairs and (v <= 0).all()]
+    numbers = f"{len(d)} pairs compared, {int((d > 0).sum())} above 0; sign-flip p {p:.3f} (two-sided)"
     numbers += f"; all at or below 0: {', '.join(against)}" if against else ""
-    missing = [encoding_title(e) for e, v in per.items() if not len(v)]
-    numbers += f"; no pair compared: {', '.join(missing)}" if missing else ""
-    if every and p_up <= alpha:
-        return "holds here", numbers
-    if against or p_down <= alpha:
+    numbers += f"; fewer than {min_pairs} pairs compared: {', '.join(short)}" if short else ""
+    if against or (p <= alpha and d.sum() < 0):
         return "does not hold here", numbers
+    if short:
+        return f"not testable here for {', '.join(short)}", numbers
+    if all((v > 0).all() for v in per.values()) and p <= alpha:
+        return "holds here", numbers
     return "not distinguishable here", numbers
+
+
+def chosen_pair_table(
+    encodings: Sequence[str] = PAPER_ENCODINGS,
+    seeds: Sequence[int] = range(3),
+    learned_bar: float = 0.9,
+    **validation: Any,
+):
+    """One row per pair of experiment 1 (seed-major), each arm at the setting validation picks
+    (`chosen_setting`): encoding, seed, each arm's setting, the `_effect_row` columns of the two
+    chosen runs (scored on the test draw) and the pair's status (`pair_status`, or "not trained
+    yet" where an arm has no setting trained)."""
+    rows = []
+    for seed in seeds:
+        for enc in encodings:
+            step, alone = (chosen_setting(arm, enc, seed, **validation) for arm in ("o", "none"))
+            head = {"encoding": enc, "seed": seed, "setting with": step["setting"], "setting without": alone["setting"]}
+            if step["run"] is None or alone["run"] is None:
+                rows.append(head | {"status": "not trained yet"})
+                continue
+            row = _effect_row(step["run"], alone["run"], step["record"], alone["record"], learned_bar)
+            rows.append(head | row | {"status": pair_status(row)})
+    columns = ["encoding", "seed", "setting with", "setting without", *EFFECT_COLUMNS[2:-2], "status"]
+    return pd.DataFrame(rows).reindex(columns=columns)
+
+
+def arm_choice_table(encodings: Sequence[str] = PAPER_ENCODINGS, seeds: Sequence[int] = range(3), **validation: Any):
+    """Per arm of experiment 1, its validation exact match (%) under every setting tried
+    (`arm_settings`; blank where not trained) and the setting it takes (`chosen_setting`)."""
+    rows = []
+    for seed in seeds:
+        for enc in encodings:
+            for arm in ("o", "none"):
+                chosen = chosen_setting(arm, enc, seed, **validation)
+                row = {"arm": "step outputs" if arm == "o" else "answer alone", "encoding": encoding_title(enc)}
+                row |= {"seed": seed} | {
+                    name: chosen["scores"].get(name, float("nan")) for name in arm_settings(arm, enc, seed)
+                }
+                rows.append(row | {"chosen": chosen["setting"]})
+    return pd.DataFrame(rows).set_index(["arm", "encoding", "seed"])
+
+
+def stalled_arms(chosen, window: int = 2000, falling: float = STILL_FALLING, learned_bar: float = 0.9):
+    """For each pair of `chosen` (`chosen_pair_table`) not compared, each arm under `learned_bar` in
+    distribution at its chosen setting, under every setting trained for it: its exact match in
+    distribution (%, the test draw, pooled), its loss per target token `window` steps before the
+    end of training and at the end, and whether it is still falling there (down by more than the
+    fraction `falling`)."""
+    rows = []
+    missed = chosen[~chosen["status"].isin(["compared", "not trained yet"])]
+    for _, pair in missed.iterrows():
+        for arm, column in (("o", "in distribution with (%)"), ("none", "in distribution without (%)")):
+            if pair[column] >= 100 * learned_bar:
+                continue
+            for name, (cfg, folder) in arm_settings(arm, pair["encoding"], pair["seed"]).items():
+                path = record_path(folder, cfg)
+                if not path.exists():
+                    continue
+                rec = read_record(path)
+                before, end = loss_at(rec, cfg.steps - window), loss_at(rec, cfg.steps)
+                row = {"encoding": encoding_title(pair["encoding"]), "seed": pair["seed"]}
+                row |= {"arm": "step outputs" if arm == "o" else "answer alone", "setting": name}
+                row |= {"in distribution (%)": 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0]}
+                row |= {f"loss {window:,} steps before the end": before, "loss at the end": end}
+                rows.append(row | {"still falling": still_falling(before, end, falling)})
+    columns = ["encoding", "seed", "arm", "setting", "in distribution (%)"]
+    columns += [f"loss {window:,} steps before the end", "loss at the end", "still falling"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def arm_settings_table(arms: Sequence[tuple[str, str, int]], exit_level: float = 0.05):
@@ -8424,6 +8482,33 @@ def plot_rate_curves(curves, path: Path | None = None):
         ax.set_yscale("log")
         ax.set(title=f"{arm}: training loss", xlabel="training step", ylabel="loss per target token (log)")
         ax.legend(title="median; band: lowest to highest run", fontsize=9)
+    fig.tight_layout()
+    save_figure(fig, path)
+    return fig
+
+
+def plot_chosen_pairs(chosen, path: Path | None = None):
+    """Experiment 1 with each arm at its chosen setting (`chosen_pair_table`): per encoding, each
+    seed's out-of-distribution difference (points, the step outputs minus the answer alone) with
+    two standard errors of test sampling; compared pairs filled, pairs with an arm not learned
+    hollow (their difference says nothing about extrapolation)."""
+    encodings = list(dict.fromkeys(chosen["encoding"]))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.axhline(0, color="grey", lw=0.8)
+    for x, enc in enumerate(encodings):
+        g = chosen[(chosen["encoding"] == enc) & (chosen["status"] != "not trained yet")]
+        for _, r in g.iterrows():
+            compared = r["status"] == "compared"
+            xs, y = x + 0.12 * (r["seed"] - 1), r["OOD difference (points)"]
+            ax.errorbar(xs, y, yerr=2 * r["standard error (points)"], color=encoding_color(enc), capsize=2, lw=1)
+            face = encoding_color(enc) if compared else "white"
+            ax.plot(xs, y, "o", ms=7, mfc=face, mec=encoding_color(enc), zorder=3)
+    ax.plot([], [], "o", color="black", label="both arms learned (compared)")
+    ax.plot([], [], "o", mfc="white", mec="black", label="an arm not learned")
+    ax.set_xticks(range(len(encodings)), [encoding_title(e) for e in encodings])
+    ax.set(xlabel="encoding (seeds 0, 1, 2 left to right)", ylabel="OOD exact match, with minus without (points)")
+    ax.set_title("Step outputs against the answer alone, each arm at its chosen setting")
+    ax.legend(fontsize=9, loc="best")
     fig.tight_layout()
     save_figure(fig, path)
     return fig

@@ -217,7 +217,7 @@ def test_each_claim_is_judged_from_its_table():
         {"OOD vs o (points)": [None, None, 5.0, 0.1], "standard error (points)": [None, None, 1.0, 1.0]},
         index=pd.Index(["none", "o", "co", "ov"], name="format"),
     )
-    claims = L.scratchpad_claims(every, tasks, formats)
+    claims = L.scratchpad_claims(every, every, tasks, formats)
     # the second and third rest on one seed: said with the verdict, not only in the prose
     one_seed = ["holds here (one seed: a hypothesis)", "holds here (one seed a format: a hypothesis)"]
     assert claims["here"].tolist() == ["holds here", *one_seed]
@@ -226,7 +226,9 @@ def test_each_claim_is_judged_from_its_table():
     # second; a format's one seed inside the seeds' spread: the third is not distinguishable
     no_gain = every.assign(**{"OOD difference (points)": [-1.0 if e == "t5" else 1.0 for e in five for _ in range(3)]})
     helps = tasks.assign(verdict=["helps", "not learned with it"])
-    claims = L.scratchpad_claims(no_gain, helps, formats.assign(**{"OOD vs o (points)": [None, None, 0.8, -0.5]}))
+    claims = L.scratchpad_claims(
+        no_gain, no_gain, helps, formats.assign(**{"OOD vs o (points)": [None, None, 0.8, -0.5]})
+    )
     assert claims["here"].tolist() == [
         "does not hold here",
         "does not hold here (one seed: a hypothesis)",
@@ -235,7 +237,7 @@ def test_each_claim_is_judged_from_its_table():
     assert "all at or below 0: T5 bias" in claims.loc["a scratchpad helps addition, for every encoding", "numbers"]
     # nothing trained: nothing claimed
     untrained = every.assign(status="not trained yet")
-    none = L.scratchpad_claims(untrained, tasks.assign(verdict="not trained yet"), formats.iloc[:2])
+    none = L.scratchpad_claims(untrained, untrained, tasks.assign(verdict="not trained yet"), formats.iloc[:2])
     assert none["here"].tolist() == ["not trained yet"] * 3
 
 
@@ -425,19 +427,6 @@ def test_a_pair_is_compared_only_where_both_arms_learned():
     assert L.pair_status({"learned with it": False, "learned without it": False}) == "neither learned"
 
 
-def test_a_seed_compared_at_both_rates_counts_once_with_its_differences_averaged():
-    high = pair_rows({("rope", 0): (True, True, 1.0), ("rope", 1): (True, False, 9.0), ("nope", 0): (True, True, 2.0)})
-    low = pair_rows({("rope", 0): (True, True, 3.0), ("rope", 1): (True, True, -1.0)}).assign(**{"learning rate": 1e-3})
-    by_seed = L.compared_by_seed(pd.concat([high, low]))
-    assert list(zip(by_seed["encoding"], by_seed["seed"], by_seed["rates"])) == [
-        ("rope", 0, "0.002, 0.001"),
-        ("nope", 0, "0.002"),
-        ("rope", 1, "0.001"),
-    ]
-    assert by_seed["OOD difference (points)"].tolist() == [2.0, 2.0, -1.0]  # seed 1's uncompared 9.0 is left out
-    assert L.seed_effects(by_seed).loc["RoPE", "pairs compared"] == 2
-
-
 def test_the_claim_for_every_encoding_needs_every_encoding_and_the_sign_flip_test():
     five = L.PAPER_ENCODINGS
     helped = pair_rows({(e, s): (True, True, 1.0 + s) for e in five for s in range(3)})
@@ -446,17 +435,26 @@ def test_the_claim_for_every_encoding_needs_every_encoding_and_the_sign_flip_tes
     effects = L.seed_effects(helped)
     assert effects.loc["NoPE", "differences by seed"] == "s0 +1.0, s1 +2.0, s2 +3.0"
     assert effects.loc["NoPE", "above 0"] == "3 of 3"
-    # a control not learned removes the pair; RoPE with none compared leaves the claim untested
-    missing = pair_rows({(e, s): (True, e != "rope", 1.0) for e in five for s in range(3)})
-    assert L.claim_every_encoding(missing)[0] == "not distinguishable here"
-    assert "no pair compared: RoPE" in L.claim_every_encoding(missing)[1]
+    # a control not learned removes the pair; an encoding with fewer than two compared pairs
+    # leaves the claim untested, and is named
+    missing = pair_rows({(e, s): (True, e != "rope" and (e != "t5" or s == 0), 1.0) for e in five for s in range(3)})
+    verdict, numbers = L.claim_every_encoding(missing)
+    assert verdict == "not testable here for RoPE, T5 bias"
+    assert "fewer than 2 pairs compared: RoPE, T5 bias" in numbers
+    assert L.claim_every_encoding(missing, min_pairs=1)[0] == "not testable here for RoPE"
     # one encoding with every compared seed at or below 0 does not hold, whatever the others do
     against = pair_rows({(e, s): (True, True, -1.0 if e == "alibi" else 2.0) for e in five for s in range(3)})
     verdict, numbers = L.claim_every_encoding(against)
     assert verdict == "does not hold here" and "all at or below 0: ALiBi" in numbers
-    # too few pairs for the sign-flip test: positive everywhere, but not distinguishable
-    few = pair_rows({(e, 0): (True, True, 1.0) for e in five[:2]} | {(e, 0): (False, True, 0.0) for e in five[2:]})
-    assert L.claim_every_encoding(few, encodings=five[:2])[0] == "not distinguishable here"  # p = 1/4
+    # the test is two-sided: five pairs all above 0 give p = 2/32, six give 2/64
+    five_up = pair_rows({(e, s): (True, True, 1.0) for e in five[:2] for s in range(3)}).iloc[:5]
+    assert L.claim_every_encoding(five_up, encodings=five[:2])[0] == "not distinguishable here"
+    six_up = pair_rows({(e, s): (True, True, 1.0) for e in five[:2] for s in range(3)})
+    verdict, numbers = L.claim_every_encoding(six_up, encodings=five[:2])
+    assert verdict == "holds here" and "sign-flip p 0.031 (two-sided)" in numbers
+    # significantly below 0 overall, though no encoding is below 0 on every seed: does not hold
+    down = pair_rows({(e, s): (True, True, -1.0 if s else 0.5) for e in five for s in range(3)})
+    assert L.claim_every_encoding(down)[0] == "does not hold here"
 
 
 def test_the_plateau_exit_is_the_first_step_below_the_level():
@@ -700,3 +698,86 @@ def test_only_pre_norm_arms_short_of_the_bar_and_still_falling_train_longer(tmp_
     assert [c.hash for c in longer] == [L.pre_norm_arm("o", grid[0].model.encoding, grid[0].seed, 20_000).hash]
     assert longer[0].steps == 20_000 and longer[0].model.pre_norm
     assert "scratchpad-pre-norm-longer" in L.EXPERIMENTS
+
+
+def test_each_pair_is_compared_at_the_settings_validation_picks_for_its_arms(monkeypatch):
+    enc, seed = "nope", 0
+    settings = {arm: L.arm_settings(arm, enc, seed) for arm in ("o", "none")}
+    scores = {"o": (0.5, 0.6), "none": (0.95, 0.92)}  # (in distribution, out of it) of each chosen run
+
+    def chosen(arm, encoding, s, **validation):
+        if s == 1:  # seed 1: nothing trained for the answer alone
+            return {"scores": {}, "setting": None, "run": None, "record": None}
+        name = "pre-norm, lr 0.002" if arm == "o" else "post-LN, lr 0.001"
+        cfg = settings[arm][name][0]
+        inside, outside = scores[arm]
+        rec = {"exact_match": {str(n): inside if n <= 8 else outside for n in range(1, 17)}}
+        return {"scores": {name: 90.0}, "setting": name, "run": cfg, "record": rec}
+
+    monkeypatch.setattr(L, "chosen_setting", chosen)
+    table = L.chosen_pair_table(encodings=[enc], seeds=[0, 1])
+    first = table.iloc[0]
+    assert (first["setting with"], first["setting without"]) == ("pre-norm, lr 0.002", "post-LN, lr 0.001")
+    assert first["in distribution with (%)"] == pytest.approx(50.0) and first["OOD without (%)"] == pytest.approx(92.0)
+    assert first["status"] == "scratchpad arm not learned"
+    assert table.iloc[1]["status"] == "not trained yet"
+    # both arms learned at their chosen settings: compared
+    scores["o"] = (0.99, 0.3)
+    assert L.chosen_pair_table(encodings=[enc], seeds=[0]).iloc[0]["status"] == "compared"
+
+
+def test_the_choice_table_shows_every_setting_tried_and_the_one_taken(monkeypatch):
+    def chosen(arm, encoding, seed, **validation):
+        scores = {"post-LN, lr 0.002": 40.0, "pre-norm, lr 0.002": 99.0 if arm == "o" else 20.0}
+        best = max(scores, key=lambda k: scores[k])
+        return {"scores": scores, "setting": best, "run": None, "record": None}
+
+    monkeypatch.setattr(L, "chosen_setting", chosen)
+    table = L.arm_choice_table(encodings=["rope"], seeds=[2])
+    assert table.loc[("step outputs", "RoPE", 2), "chosen"] == "pre-norm, lr 0.002"
+    assert table.loc[("answer alone", "RoPE", 2), "chosen"] == "post-LN, lr 0.002"
+    assert table.loc[("answer alone", "RoPE", 2), "pre-norm, lr 0.002"] == 20.0
+    assert pd.isna(table.loc[("answer alone", "RoPE", 2), "post-LN, lr 0.001"])  # not trained: blank
+
+
+def test_a_pair_not_compared_shows_each_setting_of_its_missed_arm_and_where_its_loss_stalls(tmp_path, monkeypatch):
+    settings = L.arm_settings("none", "alibi", 0)
+    folders = {name: tmp_path / str(i) for i, name in enumerate(settings)}
+    for name, (cfg, _) in settings.items():
+        if name == "post-LN, lr 0.001":
+            continue  # not trained: no row
+        falling = name.startswith("pre-norm")
+        losses = [1.0] * (cfg.steps // 1000 - 3) + ([0.9, 0.5, 0.3] if falling else [0.5, 0.5, 0.49])
+        rec = {"name": cfg.name, "config": cfg.to_dict(), "config_hash": cfg.hash}
+        rec |= {"exact_match": {str(n): 0.7 for n in range(1, 25)}, "loss_curve": {"every": 1000, "mean_loss": losses}}
+        rec |= {"training_revision": L.TRAINING_REVISION}
+        L._atomic_json(L.record_path(folders[name], cfg), rec)
+    monkeypatch.setattr(L, "arm_settings", lambda *a: {k: (c, folders[k]) for k, (c, _) in settings.items()})
+    pairs = pd.DataFrame(
+        [
+            {"encoding": "alibi", "seed": 0, "status": "scratchpad arm not learned"}
+            | {"in distribution with (%)": 99.0, "in distribution without (%)": 70.0},
+            {"encoding": "alibi", "seed": 1, "status": "compared"}  # compared: no row
+            | {"in distribution with (%)": 99.0, "in distribution without (%)": 99.0},
+        ]
+    )
+    table = L.stalled_arms(pairs)
+    assert table["setting"].tolist() == ["post-LN, lr 0.002", "pre-norm, lr 0.002", "pre-norm, lr 0.002, 20,000 steps"]
+    assert set(table["arm"]) == {"answer alone"} and table["in distribution (%)"].round(1).eq(70.0).all()
+    assert table["still falling"].tolist() == [False, True, True]
+    assert table["loss at the end"].tolist() == [0.49, 0.3, 0.3]
+
+
+def test_the_chosen_pairs_figure_fills_only_compared_pairs():
+    rows = [
+        {"encoding": "nope", "seed": 0, "status": "compared", "OOD difference (points)": 2.0},
+        {"encoding": "nope", "seed": 1, "status": "control not learned", "OOD difference (points)": 9.0},
+        {"encoding": "rope", "seed": 0, "status": "not trained yet", "OOD difference (points)": float("nan")},
+    ]
+    fig = L.plot_chosen_pairs(pd.DataFrame(rows).assign(**{"standard error (points)": 0.5}))
+    ax = fig.axes[0]
+    marks = [line for line in ax.lines if line.get_marker() == "o" and len(line.get_xdata())]
+    assert [float(m.get_ydata()[0]) for m in marks] == [2.0, 9.0]  # the untrained pair draws nothing
+    assert [m.get_markerfacecolor() for m in marks][1] == "white" and marks[0].get_markerfacecolor() != "white"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["NoPE", "RoPE"]
+    L.plt.close(fig)
