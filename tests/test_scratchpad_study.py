@@ -781,3 +781,17 @@ def test_the_chosen_pairs_figure_fills_only_compared_pairs():
     assert [m.get_markerfacecolor() for m in marks][1] == "white" and marks[0].get_markerfacecolor() != "white"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["NoPE", "RoPE"]
     L.plt.close(fig)
+
+
+def test_every_trained_setting_of_experiment_1_has_its_committed_validation_score():
+    # notebook 10 reads these; a run landed without its score would be scored while the notebook runs
+    known = L.read_keyed_cache(L.VALIDATION_CACHE, L.VALIDATION_CACHE_COLUMNS, "validation")
+    missing = [
+        cfg.name
+        for seed in range(3)
+        for enc in L.PAPER_ENCODINGS
+        for arm in ("o", "none")
+        for cfg, folder in L.arm_settings(arm, enc, seed).values()
+        if L.record_path(folder, cfg).exists() and (cfg.hash, str(L.VALIDATION_SEED), "256", cfg.name) not in known
+    ]
+    assert not missing, f"no validation score committed for {missing}: run L.chosen_setting for their arms"
