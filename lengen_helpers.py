@@ -7581,17 +7581,18 @@ def arm_settings(components: str, encoding: str, seed: int) -> dict[str, tuple[R
 
 def chosen_setting(components: str, encoding: str, seed: int, **validation: Any) -> dict[str, Any]:
     """One arm's validation scores (%) per trained setting (`arm_settings`), and the setting it
-    takes: the best by validation (the first listed of equals), its run and record. None where no
-    setting is trained."""
+    takes: the best by validation (the first listed of equals), its run, the folder its record is
+    in, and the record. None where no setting is trained."""
     scores, runs = {}, {}
     for name, (cfg, folder) in arm_settings(components, encoding, seed).items():
         if record_path(folder, cfg).exists():
             scores[name], runs[name] = 100 * validation_exact_match(cfg, folder, **validation), (cfg, folder)
     if not scores:
-        return {"scores": {}, "setting": None, "run": None, "record": None}
+        return {"scores": {}, "setting": None, "run": None, "folder": None, "record": None}
     best = max(scores, key=lambda k: scores[k])  # max keeps the first of equals
     cfg, folder = runs[best]
-    return {"scores": scores, "setting": best, "run": cfg, "record": read_record(record_path(folder, cfg))}
+    record = read_record(record_path(folder, cfg))
+    return {"scores": scores, "setting": best, "run": cfg, "folder": folder, "record": record}
 
 
 def scratchpad_compute(copy_run: float, results_dir: str | Path = SCRATCHPAD_DIR):
@@ -8485,6 +8486,32 @@ def plot_rate_curves(curves, path: Path | None = None):
     fig.tight_layout()
     save_figure(fig, path)
     return fig
+
+
+def final_carry_split(cfg: RunConfig, folder: str | Path, sizes: Iterable[int]):
+    """Where an addition run that writes the answer alone misses: its saved model's exact match on
+    the test draw at each of `sizes`, apart for the sums whose answer has a digit more than their
+    longer operand (a final carry out) and the others. One row per (kind of sum, size): how many
+    sums of the draw it holds and the share right (%)."""
+    if cfg.task != "addition" or cfg.task_options.get("scratchpad", "none") != "none":
+        raise ValueError(f"final_carry_split reads addition's answer alone; got {cfg.name}")
+    model, task = load_run_model(cfg, folder), cfg.make_task()
+    rows = []
+    with evaluating(model):
+        for n in sizes:
+            batch = evaluation_batch(task, n, cfg.eval_per_length, cfg.eval_seed, model.config)
+            right = exact_match_rows(model, batch).tolist()
+            carry = []
+            for row in batch.tokens.tolist():
+                sep, end = row.index(SEP), row.index(EOS)
+                prompt = task.decode(row[1:sep])
+                longer = max(prompt.index("+"), len(prompt) - prompt.index("+") - 1)
+                carry.append(end - sep - 1 > longer)
+            for kind, flag in (("final carry out", True), ("no final carry out", False)):
+                got = [r for r, c in zip(right, carry) if c == flag]
+                rows.append({"sums": kind, "n": n, "count": len(got)})
+                rows[-1]["exact match (%)"] = 100 * float(np.mean(got)) if got else float("nan")
+    return pd.DataFrame(rows)
 
 
 def plot_chosen_pairs(chosen, path: Path | None = None):

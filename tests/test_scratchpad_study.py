@@ -795,3 +795,27 @@ def test_every_trained_setting_of_experiment_1_has_its_committed_validation_scor
         if L.record_path(folder, cfg).exists() and (cfg.hash, str(L.VALIDATION_SEED), "256", cfg.name) not in known
     ]
     assert not missing, f"no validation score committed for {missing}: run L.chosen_setting for their arms"
+
+
+def test_the_final_carry_split_finds_the_sums_whose_answer_is_longer_than_either_operand(monkeypatch):
+    cfg = L.pre_norm_arm("none", "rope", 0)
+    task = cfg.make_task()
+    model = L.DecoderOnlyLM(cfg.model)
+    monkeypatch.setattr(L, "load_run_model", lambda *a: model)
+
+    def carries(batch):  # worked out from the numbers themselves
+        out = []
+        for row in batch.tokens.tolist():
+            a, b = "".join(task.decode(row[1 : row.index(L.SEP)])).split("+")
+            out.append(len(str(int(a) + int(b))) > max(len(a), len(b)))
+        return torch.tensor(out)
+
+    monkeypatch.setattr(L, "exact_match_rows", lambda m, batch: ~carries(batch))  # right unless a carry out
+    table = L.final_carry_split(cfg, "unused", [1, 3]).set_index(["sums", "n"])
+    assert table.loc[("final carry out", 3), "exact match (%)"] == 0.0
+    assert table.loc[("no final carry out", 3), "exact match (%)"] == 100.0
+    assert table.xs(3, level="n")["count"].sum() == cfg.eval_per_length
+    batch = L.evaluation_batch(task, 3, cfg.eval_per_length, cfg.eval_seed, cfg.model)
+    assert table.loc[("final carry out", 3), "count"] == int(carries(batch).sum()) > 0
+    with pytest.raises(ValueError, match="answer alone"):
+        L.final_carry_split(L.pre_norm_arm("o", "rope", 0), "unused", [3])
