@@ -7440,6 +7440,7 @@ def scratchpad_lower_lr(seeds: Sequence[int] = range(3)) -> list[RunConfig]:
 # chosen rate, every other setting and the seeds as in experiment 1; both arms train in this
 # chapter's folder. The pilot comes first: the arms that missed at both rates.
 PRE_NORM_SETTINGS: dict[str, Any] = {"pre_norm": True}
+EXPERIMENT_1_ARMS = {"o": "step outputs", "none": "answer alone"}  # each arm's components, in words
 PRE_NORM_PILOT = (("o", "nope", 2), ("o", "rope", 2), ("o", "t5", 2), ("o", "alibi", 0))
 PRE_NORM_PILOT += tuple(("none", "alibi", s) for s in range(3))
 
@@ -7448,7 +7449,7 @@ def pre_norm_arm(components: str, encoding: str, seed: int, steps: int = 10_000)
     """One arm of experiment 1 on the pre-norm model: the step outputs (`components` "o") or the
     answer alone ("none"), addition's chosen model and rate with normalization before each
     sublayer, `steps` steps."""
-    if components not in ("o", "none"):
+    if components not in EXPERIMENT_1_ARMS:
         raise ValueError(
             f"experiment 1's arms are 'o' (the step outputs) and 'none' (the answer alone); got {components!r}"
         )
@@ -7521,6 +7522,14 @@ def validation_batch(task: Task, n: int, count: int, test_seed: int, seed: int =
     batch = evaluation_batch(task, n, count, seed)
     keep = torch.tensor([p not in test for p in _prompt_rows(batch)], dtype=torch.bool)
     return Batch(batch.tokens[keep], batch.positions[keep], batch.segments[keep], batch.loss_mask[keep])
+
+
+def validation_kept(cfg: RunConfig, count: int = 256, seed: int = VALIDATION_SEED) -> dict[int, int]:
+    """Per training size of `cfg`, how many of the validation draw's `count` sequences are kept
+    once those whose prompt the test draw holds are taken out (`validation_batch`)."""
+    task = cfg.make_task()
+    sizes = task.sizes(cfg.train_min_len, cfg.train_max_len)
+    return {n: len(validation_batch(task, n, count, cfg.eval_seed, seed).tokens) for n in sizes}
 
 
 def validation_exact_match(
@@ -8408,7 +8417,7 @@ def arm_choice_table(encodings: Sequence[str] = PAPER_ENCODINGS, seeds: Sequence
         for enc in encodings:
             for arm in ("o", "none"):
                 chosen = chosen_setting(arm, enc, seed, **validation)
-                row = {"arm": "step outputs" if arm == "o" else "answer alone", "encoding": encoding_title(enc)}
+                row = {"arm": EXPERIMENT_1_ARMS[arm], "encoding": encoding_title(enc)}
                 row |= {"seed": seed} | {
                     name: chosen["scores"].get(name, float("nan")) for name in arm_settings(arm, enc, seed)
                 }
@@ -8435,7 +8444,7 @@ def stalled_arms(chosen, window: int = 2000, falling: float = STILL_FALLING, lea
                 rec = read_record(path)
                 before, end = loss_at(rec, cfg.steps - window), loss_at(rec, cfg.steps)
                 row = {"encoding": encoding_title(pair["encoding"]), "seed": pair["seed"]}
-                row |= {"arm": "step outputs" if arm == "o" else "answer alone", "setting": name}
+                row |= {"arm": EXPERIMENT_1_ARMS[arm], "setting": name}
                 row |= {"in distribution (%)": 100 * _pooled_split(cfg, rec, cfg.eval_per_length)[0]}
                 row |= {f"loss {window:,} steps before the end": before, "loss at the end": end}
                 rows.append(row | {"still falling": still_falling(before, end, falling)})
@@ -8452,7 +8461,7 @@ def arm_settings_table(arms: Sequence[tuple[str, str, int]], exit_level: float =
     (blank where it never does) and its loss at the end."""
     rows = []
     for components, encoding, seed in arms:
-        row: dict[str, Any] = {"arm": "step outputs" if components == "o" else "answer alone"}
+        row: dict[str, Any] = {"arm": EXPERIMENT_1_ARMS[components]}
         row |= {"encoding": encoding_title(encoding), "seed": seed}
         for name, (cfg, folder) in arm_settings(components, encoding, seed).items():
             path = record_path(folder, cfg)
@@ -8488,17 +8497,17 @@ def plot_rate_curves(curves, path: Path | None = None):
     return fig
 
 
-def final_carry_split(cfg: RunConfig, folder: str | Path, sizes: Iterable[int]):
+def final_carry_split(cfg: RunConfig, folder: str | Path, sizes: Iterable[int] | None = None):
     """Where an addition run that writes the answer alone misses: its saved model's exact match on
-    the test draw at each of `sizes`, apart for the sums whose answer has a digit more than their
-    longer operand (a final carry out) and the others. One row per (kind of sum, size): how many
-    sums of the draw it holds and the share right (%)."""
+    the test draw at each of `sizes` (None: its training sizes), apart for the sums whose answer
+    has a digit more than their longer operand (a final carry out) and the others. One row per
+    (kind of sum, size): how many sums of the draw it holds and the share right (%)."""
     if cfg.task != "addition" or cfg.task_options.get("scratchpad", "none") != "none":
         raise ValueError(f"final_carry_split reads addition's answer alone; got {cfg.name}")
     model, task = load_run_model(cfg, folder), cfg.make_task()
     rows = []
     with evaluating(model):
-        for n in sizes:
+        for n in task.sizes(cfg.train_min_len, cfg.train_max_len) if sizes is None else sizes:
             batch = evaluation_batch(task, n, cfg.eval_per_length, cfg.eval_seed, model.config)
             right = exact_match_rows(model, batch).tolist()
             carry = []
@@ -11148,7 +11157,8 @@ def plot_recipe_lengths(scores: pd.DataFrame, path: Path | None = None):
     handles, labels = axes.flat[0].get_legend_handles_labels()
     by_label = dict(zip(labels, handles))
     fig.legend(by_label.values(), by_label.keys(), loc="lower center", ncol=len(by_label), fontsize=9)
-    fig.suptitle(f"Exact match to {RECIPE_SCALE}x the longest training size, random prompts (128 a size)")
+    per_size = "/".join(str(c) for c in sorted(set(scores.loc[scores["draw"] == "random", "count"])))
+    fig.suptitle(f"Exact match to {RECIPE_SCALE}x the longest training size, random prompts ({per_size} a size)")
     fig.tight_layout(rect=(0, 0.7 / fig.get_figheight(), 1, 1))
     save_figure(fig, path)
     return fig

@@ -283,10 +283,9 @@ L.with_blanks(pilot_arms.round(1).assign(**{"pre-norm: final loss": pilot_arms["
 
 # %%
 longer = L.scratchpad_pre_norm_longer()
-words = {"o": "step outputs", "none": "answer alone"}
 print(f"to train for {L.PRE_NORM_LONGER_STEPS:,} steps (under 90% in distribution at 10,000, loss still falling): "
       + (", ".join(f"{L.encoding_title(c.model.encoding)} seed {c.seed}, "
-                   f"{words[c.task_options.get('scratchpad', 'none')]}" for c in longer) or "none"))
+                   f"{L.EXPERIMENT_1_ARMS[c.task_options.get('scratchpad', 'none')]}" for c in longer) or "none"))
 grid_done = sum(L.record_path(L.SCRATCHPAD_DIR, c).exists() for c in L.scratchpad_pre_norm())
 print(f"the grid: {grid_done} of {len(L.scratchpad_pre_norm())} runs trained")
 
@@ -316,9 +315,7 @@ print(f"the grid: {grid_done} of {len(L.scratchpad_pre_norm())} runs trained")
 # at each size once the test's are taken out (a size with none is left out):
 
 # %%
-one_arm = L.pre_norm_arm("o", "nope", 0)
-task = one_arm.make_task()
-kept = {n: len(L.validation_batch(task, n, 256, one_arm.eval_seed).tokens) for n in range(1, 9)}
+kept = L.validation_kept(L.pre_norm_arm("o", "nope", 0))
 print(", ".join(f"{n} digits: {k}" for n, k in kept.items()))
 
 # %% [markdown]
@@ -341,7 +338,7 @@ print(f"pairs compared: {len(compared)} of {len(chosen)}; per encoding: "
       + ", ".join(f"{L.encoding_title(e)} {(compared['encoding'] == e).sum()}" for e in L.PAPER_ENCODINGS))
 titled = chosen.assign(encoding=chosen["encoding"].map(L.encoding_title)).set_index(["encoding", "seed"])
 digits = {c: 2 if c.startswith("in distribution") else 1 for c in titled.select_dtypes("number").columns}
-L.with_blanks(titled.round(digits))  # in distribution to 2 decimals: 89.96 is not 90
+L.with_blanks(titled.round(digits))  # in distribution to 2 decimals: 89.99 is not 90
 
 # %%
 L.plot_chosen_pairs(chosen, path=L.FIGURES_DIR / "10_chosen_pairs.png")
@@ -374,7 +371,7 @@ stalled.set_index(["encoding", "seed", "arm", "setting"]).round(3).round({"in di
 
 # %%
 rope_alone = {s: L.chosen_setting("none", "rope", s) for s in range(3)}
-split = pd.concat([L.final_carry_split(c["run"], c["folder"], range(1, 9)).assign(seed=s)
+split = pd.concat([L.final_carry_split(c["run"], c["folder"]).assign(seed=s)
                    for s, c in rope_alone.items()])
 display(split[split["seed"] == 0].pivot(index="sums", columns="n", values="count"))
 split.pivot_table(index=["seed", "sums"], columns="n", values="exact match (%)").round(1)

@@ -819,3 +819,12 @@ def test_the_final_carry_split_finds_the_sums_whose_answer_is_longer_than_either
     assert table.loc[("final carry out", 3), "count"] == int(carries(batch).sum()) > 0
     with pytest.raises(ValueError, match="answer alone"):
         L.final_carry_split(L.pre_norm_arm("o", "rope", 0), "unused", [3])
+
+
+def test_validation_keeps_at_each_training_size_the_sums_the_test_draw_lacks():
+    cfg = L.pre_norm_arm("none", "nope", 0)
+    kept = L.validation_kept(cfg)
+    assert list(kept) == list(range(1, 9))  # the training sizes
+    assert kept[1] < kept[2] < 256 and kept[8] == 256  # 100 one-digit sums, nearly all in the test draw
+    task = cfg.make_task()
+    assert kept[3] == len(L.validation_batch(task, 3, 256, cfg.eval_seed).tokens)
